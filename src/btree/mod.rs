@@ -1,0 +1,634 @@
+//! The B+tree: keys are byte strings in memcmp order; values of any size
+//! (large ones in overflow chains). A tree is named by its root page,
+//! which never changes: a root split moves the root's contents down.
+//!
+//! The algorithms work on logical nodes through [`PageRead`] and
+//! [`PageWrite`]; they do not know the node format or the journal mode.
+
+mod cursor;
+
+pub use cursor::RangeIter;
+
+use crate::error::{Error, Pgno, Result};
+use crate::node::{InteriorCell, LeafCell, Node, NodeFormat, Value};
+use std::sync::Arc;
+
+/// Deeper than this means a cycle in a damaged file.
+pub const MAX_DEPTH: usize = 40;
+
+/// Read access to pages (the committed state, or a writer's view).
+pub trait PageRead {
+    /// Page size in bytes.
+    fn page_size(&self) -> usize;
+    /// The node format.
+    fn format(&self) -> &dyn NodeFormat;
+    /// Pages in the database (as this view sees it).
+    fn page_count(&self) -> u32;
+    /// Logical view of a tree page.
+    fn node(&self, pgno: Pgno) -> Result<Arc<Node>>;
+    /// Raw bytes of a page (overflow and free-list pages).
+    fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>>;
+}
+
+/// Write access: the private pages of a write transaction.
+pub trait PageWrite: PageRead {
+    /// Replace a tree page's logical content.
+    fn put_node(&mut self, pgno: Pgno, node: Node) -> Result<()>;
+    /// Replace a page's raw bytes.
+    fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()>;
+    /// A page to use (from the free list, or a new one).
+    fn allocate(&mut self) -> Result<Pgno>;
+    /// Give a page back (it joins the free list at commit).
+    fn free(&mut self, pgno: Pgno) -> Result<()>;
+}
+
+/// Tree maintenance switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeConfig {
+    /// Merge an underflowing node into a sibling when both fit one page.
+    pub merge: bool,
+    /// Otherwise, move cells from a sibling (LS-MVBT turns this off).
+    pub redistribute: bool,
+}
+
+impl Default for TreeConfig {
+    fn default() -> Self {
+        TreeConfig {
+            merge: true,
+            redistribute: true,
+        }
+    }
+}
+
+fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
+    Error::corrupt("database", pgno, what)
+}
+
+/// Index of the child to follow for `key` in an interior node.
+pub fn child_index(cells: &[InteriorCell], key: &[u8]) -> usize {
+    cells.partition_point(|c| c.key.as_slice() <= key)
+}
+
+/// The child page at `idx` (cells.len() means the rightmost).
+pub fn child_at(cells: &[InteriorCell], right: Pgno, idx: usize) -> Pgno {
+    if idx < cells.len() {
+        cells[idx].child
+    } else {
+        right
+    }
+}
+
+fn check_key<P: PageRead + ?Sized>(p: &P, key: &[u8]) -> Result<()> {
+    let max = p.format().max_key_len(p.page_size());
+    if key.len() > max {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// Create an empty tree; returns its root page.
+pub fn create<P: PageWrite + ?Sized>(p: &mut P) -> Result<Pgno> {
+    let root = p.allocate()?;
+    p.put_node(root, Node::empty_leaf())?;
+    Ok(root)
+}
+
+/// Look a key up.
+pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let mut pgno = root;
+    for _ in 0..MAX_DEPTH {
+        let node = p.node(pgno)?;
+        match &*node {
+            Node::Interior { cells, right } => {
+                pgno = child_at(cells, *right, child_index(cells, key));
+            }
+            Node::Leaf(cells) => {
+                return match cells.binary_search_by(|c| c.key.as_slice().cmp(key)) {
+                    Ok(i) => Ok(Some(read_value(p, &cells[i].value)?)),
+                    Err(_) => Ok(None),
+                };
+            }
+        }
+    }
+    Err(corrupt(
+        root,
+        "tree deeper than the maximum: cycle in child pointers",
+    ))
+}
+
+/// Materialize a value (reading its overflow chain if needed).
+pub fn read_value<P: PageRead + ?Sized>(p: &P, v: &Value) -> Result<Vec<u8>> {
+    match v {
+        Value::Inline(b) => Ok(b.clone()),
+        Value::Overflow { len, head } => read_overflow(p, *head, *len),
+    }
+}
+
+fn overflow_per_page(ps: usize) -> usize {
+    ps - 4
+}
+
+/// Read an overflow chain of `len` bytes. The length is checked against
+/// the file size before anything is allocated, and the chain may not be
+/// longer than the length implies (no cycles).
+pub fn read_overflow<P: PageRead + ?Sized>(p: &P, head: Pgno, len: u64) -> Result<Vec<u8>> {
+    let per = overflow_per_page(p.page_size()) as u64;
+    let pages = len.div_ceil(per);
+    if pages > p.page_count() as u64 || (len > 0 && head == 0) {
+        return Err(corrupt(
+            head,
+            format!("overflow value of {len} bytes cannot fit the database"),
+        ));
+    }
+    let mut out = Vec::with_capacity(len as usize);
+    let mut pg = head;
+    for _ in 0..pages {
+        if pg < 3 {
+            return Err(corrupt(
+                pg,
+                "overflow chain ends early or points at a reserved page",
+            ));
+        }
+        let raw = p.raw(pg)?;
+        let take = ((len - out.len() as u64).min(per)) as usize;
+        out.extend_from_slice(&raw[4..4 + take]);
+        pg = u32::from_be_bytes(raw[0..4].try_into().expect("4 bytes"));
+    }
+    if pg != 0 {
+        return Err(corrupt(head, "overflow chain longer than its value"));
+    }
+    Ok(out)
+}
+
+/// Pages of an overflow chain (validated as in [`read_overflow`]).
+pub fn overflow_pages<P: PageRead + ?Sized>(p: &P, head: Pgno, len: u64) -> Result<Vec<Pgno>> {
+    let per = overflow_per_page(p.page_size()) as u64;
+    let pages = len.div_ceil(per);
+    if pages > p.page_count() as u64 {
+        return Err(corrupt(
+            head,
+            format!("overflow value of {len} bytes cannot fit"),
+        ));
+    }
+    let mut out = Vec::with_capacity(pages as usize);
+    let mut pg = head;
+    for _ in 0..pages {
+        if pg < 3 {
+            return Err(corrupt(pg, "overflow chain ends early"));
+        }
+        out.push(pg);
+        let raw = p.raw(pg)?;
+        pg = u32::from_be_bytes(raw[0..4].try_into().expect("4 bytes"));
+    }
+    if pg != 0 {
+        return Err(corrupt(head, "overflow chain longer than its value"));
+    }
+    Ok(out)
+}
+
+fn write_overflow<P: PageWrite + ?Sized>(p: &mut P, data: &[u8]) -> Result<Pgno> {
+    let ps = p.page_size();
+    let per = overflow_per_page(ps);
+    let chunks: Vec<&[u8]> = data.chunks(per).collect();
+    let mut pages = Vec::with_capacity(chunks.len());
+    for _ in 0..chunks.len() {
+        pages.push(p.allocate()?);
+    }
+    for (i, chunk) in chunks.iter().enumerate() {
+        let mut page = vec![0u8; ps];
+        let next = pages.get(i + 1).copied().unwrap_or(0);
+        page[0..4].copy_from_slice(&next.to_be_bytes());
+        page[4..4 + chunk.len()].copy_from_slice(chunk);
+        p.put_raw(pages[i], page)?;
+    }
+    Ok(pages[0])
+}
+
+fn free_value<P: PageWrite + ?Sized>(p: &mut P, v: &Value) -> Result<()> {
+    if let Value::Overflow { len, head } = v {
+        for pg in overflow_pages(p, *head, *len)? {
+            p.free(pg)?;
+        }
+    }
+    Ok(())
+}
+
+fn make_value<P: PageWrite + ?Sized>(p: &mut P, key: &[u8], value: &[u8]) -> Result<Value> {
+    let f = p.format();
+    let inline = LeafCell {
+        key: key.to_vec(),
+        value: Value::Inline(value.to_vec()),
+    };
+    if f.leaf_cell_size(&inline) <= f.max_inline_cell(p.page_size()) {
+        return Ok(inline.value);
+    }
+    let head = write_overflow(p, value)?;
+    Ok(Value::Overflow {
+        len: value.len() as u64,
+        head,
+    })
+}
+
+/// A node split: `sep` is the smallest key of the new right sibling.
+struct Split {
+    sep: Vec<u8>,
+    right: Pgno,
+}
+
+/// Shortest key `s` with `left < s <= right`.
+fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right[..(common + 1).min(right.len())].to_vec()
+}
+
+/// Split point by encoded size: the first index of the right half.
+fn split_point(sizes: &[usize]) -> usize {
+    let total: usize = sizes.iter().sum();
+    let mut acc = 0;
+    for (i, s) in sizes.iter().enumerate() {
+        acc += s;
+        if acc * 2 >= total {
+            return (i + 1).clamp(1, sizes.len() - 1);
+        }
+    }
+    sizes.len() / 2
+}
+
+fn fits<P: PageRead + ?Sized>(p: &P, node: &Node) -> bool {
+    p.format().fits(
+        node,
+        None,
+        &crate::node::EncodeCtx {
+            page_size: p.page_size(),
+            tid: 0,
+        },
+    )
+}
+
+fn used_bytes<P: PageRead + ?Sized>(p: &P, node: &Node) -> usize {
+    let f = p.format();
+    match node {
+        Node::Leaf(c) => c.iter().map(|c| f.leaf_cell_size(c)).sum(),
+        Node::Interior { cells, .. } => cells.iter().map(|c| f.interior_cell_size(c)).sum(),
+    }
+}
+
+/// Store `node` at `pgno`, splitting it if it does not fit.
+fn store<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pgno: Pgno,
+    node: Node,
+    appended: bool,
+) -> Result<Option<Split>> {
+    if fits(p, &node) {
+        p.put_node(pgno, node)?;
+        return Ok(None);
+    }
+    let f = p.format();
+    match node {
+        Node::Leaf(_) | Node::Interior { .. } if node.len() < 3 => Err(corrupt(
+            pgno,
+            "node with fewer than three cells does not fit a page",
+        )),
+        Node::Leaf(mut cells) => {
+            // Appending at the end (sequential keys): keep the left page
+            // full instead of leaving two half-empty pages.
+            let m = if appended {
+                cells.len() - 1
+            } else {
+                let sizes: Vec<usize> = cells.iter().map(|c| f.leaf_cell_size(c)).collect();
+                split_point(&sizes)
+            };
+            let right_cells = cells.split_off(m);
+            let sep = separator(&cells.last().expect("left half").key, &right_cells[0].key);
+            let right = p.allocate()?;
+            p.put_node(pgno, Node::Leaf(cells))?;
+            p.put_node(right, Node::Leaf(right_cells))?;
+            Ok(Some(Split { sep, right }))
+        }
+        Node::Interior { mut cells, right } => {
+            let sizes: Vec<usize> = cells.iter().map(|c| f.interior_cell_size(c)).collect();
+            let m = if appended {
+                cells.len() - 2
+            } else {
+                split_point(&sizes)
+            }
+            .clamp(1, cells.len() - 2);
+            let right_cells = cells.split_off(m + 1);
+            let mid = cells.pop().expect("middle cell");
+            let new_right = p.allocate()?;
+            p.put_node(
+                pgno,
+                Node::Interior {
+                    cells,
+                    right: mid.child,
+                },
+            )?;
+            p.put_node(
+                new_right,
+                Node::Interior {
+                    cells: right_cells,
+                    right,
+                },
+            )?;
+            Ok(Some(Split {
+                sep: mid.key,
+                right: new_right,
+            }))
+        }
+    }
+}
+
+/// Record a child split in its parent's cells.
+fn absorb_split(cells: &mut Vec<InteriorCell>, right: &mut Pgno, idx: usize, s: Split) {
+    if idx < cells.len() {
+        let old = cells[idx].child;
+        cells[idx].child = s.right;
+        cells.insert(
+            idx,
+            InteriorCell {
+                key: s.sep,
+                child: old,
+            },
+        );
+    } else {
+        let old = *right;
+        *right = s.right;
+        cells.push(InteriorCell {
+            key: s.sep,
+            child: old,
+        });
+    }
+}
+
+/// Insert or replace. Returns true if the key existed.
+pub fn insert<P: PageWrite + ?Sized>(
+    p: &mut P,
+    root: Pgno,
+    key: &[u8],
+    value: &[u8],
+    cfg: &TreeConfig,
+) -> Result<bool> {
+    check_key(p, key)?;
+    let v = make_value(p, key, value)?;
+    let mut op = Op::Put(Some(v));
+    let (existed, split) = modify(p, root, key, &mut op, cfg, 0)?;
+    if let Some(s) = split {
+        grow_root(p, root, s)?;
+    }
+    Ok(existed)
+}
+
+/// Delete a key. Returns true if it existed.
+pub fn delete<P: PageWrite + ?Sized>(
+    p: &mut P,
+    root: Pgno,
+    key: &[u8],
+    cfg: &TreeConfig,
+) -> Result<bool> {
+    let mut op = Op::Delete;
+    let (existed, split) = modify(p, root, key, &mut op, cfg, 0)?;
+    if let Some(s) = split {
+        grow_root(p, root, s)?;
+    }
+    shrink_root(p, root)?;
+    Ok(existed)
+}
+
+/// Free every page of a tree, root included.
+pub fn destroy<P: PageWrite + ?Sized>(p: &mut P, root: Pgno) -> Result<()> {
+    let mut stack = vec![(root, 0usize)];
+    while let Some((pg, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(corrupt(pg, "tree deeper than the maximum"));
+        }
+        let node = p.node(pg)?;
+        match &*node {
+            Node::Leaf(cells) => {
+                for c in cells {
+                    free_value(p, &c.value)?;
+                }
+            }
+            Node::Interior { .. } => {
+                for c in node.children() {
+                    stack.push((c, depth + 1));
+                }
+            }
+        }
+        p.free(pg)?;
+    }
+    Ok(())
+}
+
+enum Op {
+    Put(Option<Value>),
+    Delete,
+}
+
+fn grow_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, s: Split) -> Result<()> {
+    let left_node = (*p.node(root)?).clone();
+    let left = p.allocate()?;
+    p.put_node(left, left_node)?;
+    p.put_node(
+        root,
+        Node::Interior {
+            cells: vec![InteriorCell {
+                key: s.sep,
+                child: left,
+            }],
+            right: s.right,
+        },
+    )
+}
+
+/// A root interior node left with a single child takes over its content.
+fn shrink_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno) -> Result<()> {
+    for _ in 0..MAX_DEPTH {
+        let node = p.node(root)?;
+        match &*node {
+            Node::Interior { cells, right } if cells.is_empty() => {
+                let child = *right;
+                let content = (*p.node(child)?).clone();
+                p.put_node(root, content)?;
+                p.free(child)?;
+            }
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+fn modify<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pgno: Pgno,
+    key: &[u8],
+    op: &mut Op,
+    cfg: &TreeConfig,
+    depth: usize,
+) -> Result<(bool, Option<Split>)> {
+    if depth > MAX_DEPTH {
+        return Err(corrupt(
+            pgno,
+            "tree deeper than the maximum: cycle in child pointers",
+        ));
+    }
+    let node = p.node(pgno)?;
+    match &*node {
+        Node::Leaf(cells) => {
+            let pos = cells.binary_search_by(|c| c.key.as_slice().cmp(key));
+            match (op, pos) {
+                (Op::Put(v), Ok(i)) => {
+                    let mut cells = cells.clone();
+                    let new = v.take().expect("value consumed once");
+                    let old = std::mem::replace(&mut cells[i].value, new);
+                    free_value(p, &old)?;
+                    let last = i + 1 == cells.len();
+                    Ok((true, store(p, pgno, Node::Leaf(cells), last)?))
+                }
+                (Op::Put(v), Err(i)) => {
+                    let mut cells = cells.clone();
+                    let appended = i == cells.len();
+                    cells.insert(
+                        i,
+                        LeafCell {
+                            key: key.to_vec(),
+                            value: v.take().expect("value consumed once"),
+                        },
+                    );
+                    Ok((false, store(p, pgno, Node::Leaf(cells), appended)?))
+                }
+                (Op::Delete, Ok(i)) => {
+                    let mut cells = cells.clone();
+                    let c = cells.remove(i);
+                    free_value(p, &c.value)?;
+                    p.put_node(pgno, Node::Leaf(cells))?;
+                    Ok((true, None))
+                }
+                (Op::Delete, Err(_)) => Ok((false, None)),
+            }
+        }
+        Node::Interior { cells, right } => {
+            let idx = child_index(cells, key);
+            let child = child_at(cells, *right, idx);
+            let (existed, split) = modify(p, child, key, op, cfg, depth + 1)?;
+            let (mut cells, mut right) = (cells.clone(), *right);
+            let appended = idx == cells.len();
+            match split {
+                Some(s) => absorb_split(&mut cells, &mut right, idx, s),
+                None if matches!(op, Op::Delete) && existed => {
+                    if !rebalance(p, &mut cells, &mut right, idx, cfg)? {
+                        return Ok((existed, None));
+                    }
+                }
+                None => return Ok((existed, None)),
+            }
+            let split = store(p, pgno, Node::Interior { cells, right }, appended)?;
+            Ok((existed, split))
+        }
+    }
+}
+
+/// After a delete below child `idx`, merge or redistribute it with a
+/// sibling if it underflows. Returns true if the parent changed.
+fn rebalance<P: PageWrite + ?Sized>(
+    p: &mut P,
+    cells: &mut Vec<InteriorCell>,
+    right: &mut Pgno,
+    idx: usize,
+    cfg: &TreeConfig,
+) -> Result<bool> {
+    let child = child_at(cells, *right, idx);
+    let cnode = p.node(child)?;
+    let cap = p.format().capacity(p.page_size());
+    let empty_leaf = matches!(&*cnode, Node::Leaf(c) if c.is_empty());
+    let underflow = used_bytes(p, &cnode) < cap / 4 || cnode.is_empty();
+    if cells.is_empty() || !(empty_leaf || (underflow && (cfg.merge || cfg.redistribute))) {
+        return Ok(false);
+    }
+    // Pair (j, j + 1) with separator cells[j].key.
+    let j = if idx > 0 { idx - 1 } else { 0 };
+    let a = child_at(cells, *right, j);
+    let b = child_at(cells, *right, j + 1);
+    let (an, bn) = ((*p.node(a)?).clone(), (*p.node(b)?).clone());
+    let sep = cells[j].key.clone();
+    let merged = match (&an, &bn) {
+        (Node::Leaf(x), Node::Leaf(y)) => Node::Leaf(x.iter().chain(y).cloned().collect()),
+        (
+            Node::Interior {
+                cells: x,
+                right: xr,
+            },
+            Node::Interior {
+                cells: y,
+                right: yr,
+            },
+        ) => {
+            let mut c = x.clone();
+            c.push(InteriorCell {
+                key: sep.clone(),
+                child: *xr,
+            });
+            c.extend(y.iter().cloned());
+            Node::Interior {
+                cells: c,
+                right: *yr,
+            }
+        }
+        _ => return Err(corrupt(a, "siblings at different depths")),
+    };
+    if (cfg.merge || empty_leaf) && fits(p, &merged) {
+        p.put_node(a, merged)?;
+        p.free(b)?;
+        cells.remove(j);
+        if j < cells.len() {
+            cells[j].child = a;
+        } else {
+            *right = a;
+        }
+        return Ok(true);
+    }
+    if !cfg.redistribute {
+        return Ok(false);
+    }
+    let f = p.format();
+    let (left, new_right, new_sep) = match merged {
+        Node::Leaf(mut all) => {
+            let sizes: Vec<usize> = all.iter().map(|c| f.leaf_cell_size(c)).collect();
+            let m = split_point(&sizes);
+            let r = all.split_off(m);
+            let s = separator(&all.last().expect("left").key, &r[0].key);
+            (Node::Leaf(all), Node::Leaf(r), s)
+        }
+        Node::Interior { cells: all, .. } if all.len() < 3 => return Ok(false),
+        Node::Interior {
+            cells: mut all,
+            right: rr,
+        } => {
+            let sizes: Vec<usize> = all.iter().map(|c| f.interior_cell_size(c)).collect();
+            let m = split_point(&sizes).clamp(1, all.len().saturating_sub(2).max(1));
+            let r = all.split_off(m + 1);
+            let mid = all.pop().expect("middle");
+            (
+                Node::Interior {
+                    cells: all,
+                    right: mid.child,
+                },
+                Node::Interior {
+                    cells: r,
+                    right: rr,
+                },
+                mid.key,
+            )
+        }
+    };
+    if !fits(p, &left) || !fits(p, &new_right) {
+        return Ok(false);
+    }
+    p.put_node(a, left)?;
+    p.put_node(b, new_right)?;
+    cells[j].key = new_sep;
+    Ok(true)
+}

@@ -1,0 +1,661 @@
+//! The public API: [`Db`], [`ReadTxn`], [`WriteTxn`], [`Options`].
+
+use crate::btree::{self, PageRead, RangeIter, TreeConfig};
+use crate::check::{self, CheckReport};
+use crate::error::{Error, Pgno, Result};
+use crate::journal::{Durability, JournalMode, Recovery, TestFaults};
+use crate::pager::{Pager, PagerConfig, ReadPages, WritePages};
+use crate::storage::{CountingVfs, IoCounters, IoSnapshot, OsVfs, Vfs};
+use parking_lot::Mutex;
+use std::fmt;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// When the engine waits for the storage device (SQLite's `synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Synchronous {
+    /// Never sync: fast, not crash-safe.
+    Off,
+    /// Sync at the critical moments only; after power loss the database is
+    /// consistent but the last commits may be rolled back.
+    Normal,
+    /// Sync so that every acknowledged commit survives (except DELETE mode,
+    /// whose unlink is not synced, as in SQLite).
+    Full,
+    /// FULL plus a directory sync after the DELETE-mode unlink.
+    Extra,
+}
+
+impl FromStr for Synchronous {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" | "0" => Ok(Synchronous::Off),
+            "normal" | "1" => Ok(Synchronous::Normal),
+            "full" | "2" => Ok(Synchronous::Full),
+            "extra" | "3" => Ok(Synchronous::Extra),
+            _ => Err(Error::InvalidArgument(format!(
+                "synchronous must be off, normal, full or extra, not {s:?}"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Synchronous {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Synchronous::Off => "off",
+            Synchronous::Normal => "normal",
+            Synchronous::Full => "full",
+            Synchronous::Extra => "extra",
+        })
+    }
+}
+
+/// Scan direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Ascending key order.
+    Forward,
+    /// Descending key order.
+    Reverse,
+}
+
+/// Settings for [`Db::open`].
+#[derive(Clone)]
+pub struct Options {
+    /// Recovery scheme (default: persist, what Android ships).
+    pub journal_mode: JournalMode,
+    /// Sync level (default: full).
+    pub synchronous: Synchronous,
+    /// Page size of a new database (512..=65536, power of two; default
+    /// 4096). An existing database keeps its own.
+    pub page_size: usize,
+    /// Page cache budget in bytes (default 2 MiB, SQLite's default).
+    /// Write transactions whose dirty pages exceed it spill to the file.
+    pub cache_size: usize,
+    /// How long to wait for a lock before returning [`Error::Busy`] or
+    /// [`Error::Locked`] (default 5 s).
+    pub busy_timeout: Duration,
+    /// Create the file if it does not exist (default true).
+    pub create: bool,
+    /// B+tree merge/redistribution switches.
+    pub tree: TreeConfig,
+    /// File system to use (default: the OS).
+    pub vfs: Option<Arc<dyn Vfs>>,
+    /// Deliberate breakage for testing the crash explorer. Never set this.
+    #[doc(hidden)]
+    pub faults: TestFaults,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            journal_mode: JournalMode::Persist,
+            synchronous: Synchronous::Full,
+            page_size: 4096,
+            cache_size: 2 << 20,
+            busy_timeout: Duration::from_secs(5),
+            create: true,
+            tree: TreeConfig::default(),
+            vfs: None,
+            faults: TestFaults::default(),
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("journal_mode", &self.journal_mode)
+            .field("synchronous", &self.synchronous)
+            .field("page_size", &self.page_size)
+            .field("cache_size", &self.cache_size)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("create", &self.create)
+            .field("tree", &self.tree)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// Set the journal mode.
+    pub fn journal_mode(mut self, m: JournalMode) -> Self {
+        self.journal_mode = m;
+        self
+    }
+
+    /// Set the sync level.
+    pub fn synchronous(mut self, s: Synchronous) -> Self {
+        self.synchronous = s;
+        self
+    }
+
+    /// Set the page size for a new database.
+    pub fn page_size(mut self, ps: usize) -> Self {
+        self.page_size = ps;
+        self
+    }
+
+    /// Set the cache budget in bytes.
+    pub fn cache_size(mut self, bytes: usize) -> Self {
+        self.cache_size = bytes;
+        self
+    }
+
+    /// Set the busy timeout.
+    pub fn busy_timeout(mut self, t: Duration) -> Self {
+        self.busy_timeout = t;
+        self
+    }
+
+    /// Use another file system.
+    pub fn vfs(mut self, vfs: Arc<dyn Vfs>) -> Self {
+        self.vfs = Some(vfs);
+        self
+    }
+
+    /// Set an option by name, as the CLI and benchmark spell them:
+    /// `journal_mode`, `synchronous`, `page_size`, `cache_size` (bytes, or
+    /// negative KiB like SQLite), `busy_timeout` (ms), `merge`,
+    /// `redistribute`.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let bad = || Error::InvalidArgument(format!("bad value {value:?} for option {key}"));
+        let boolean = |v: &str| match v {
+            "1" | "on" | "true" | "yes" => Ok(true),
+            "0" | "off" | "false" | "no" => Ok(false),
+            _ => Err(bad()),
+        };
+        match key {
+            "journal_mode" | "mode" => self.journal_mode = value.parse()?,
+            "synchronous" | "sync" => self.synchronous = value.parse()?,
+            "page_size" => self.page_size = value.parse().map_err(|_| bad())?,
+            "cache_size" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.cache_size = if v < 0 {
+                    (-v as usize) * 1024
+                } else {
+                    v as usize
+                };
+            }
+            "busy_timeout" => {
+                self.busy_timeout = Duration::from_millis(value.parse().map_err(|_| bad())?)
+            }
+            "merge" => self.tree.merge = boolean(value)?,
+            "redistribute" => self.tree.redistribute = boolean(value)?,
+            _ => return Err(Error::InvalidArgument(format!("unknown option {key:?}"))),
+        }
+        Ok(())
+    }
+}
+
+/// Engine statistics.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// Journal mode.
+    pub mode: JournalMode,
+    /// Page size.
+    pub page_size: usize,
+    /// Pages in the database.
+    pub page_count: u32,
+    /// Pages on the free list.
+    pub free_pages: u32,
+    /// File change counter (last committed TID).
+    pub fcc: u64,
+    /// Page cache hits since open.
+    pub cache_hits: u64,
+    /// Page cache misses since open.
+    pub cache_misses: u64,
+    /// Cumulative I/O since open.
+    pub io: IoSnapshot,
+    /// What recovery did at open.
+    pub recovery: Recovery,
+    /// The previous session ended without a clean close.
+    pub opened_after_crash: bool,
+}
+
+struct Inner {
+    pager: Pager,
+    counters: Arc<IoCounters>,
+    tree: TreeConfig,
+    sync: Synchronous,
+    last_commit_io: Mutex<IoSnapshot>,
+}
+
+/// An open database. Share it between threads by reference or `Arc`.
+pub struct Db {
+    inner: Option<Inner>,
+    path: PathBuf,
+}
+
+impl Db {
+    /// Open (or create) the database at `path`, recovering from a crash if
+    /// the last session did not finish.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let path = path.as_ref().to_path_buf();
+        let base: Arc<dyn Vfs> = opts.vfs.clone().unwrap_or_else(|| Arc::new(OsVfs::new()));
+        let counting = CountingVfs::new(base);
+        let counters = counting.counters().clone();
+        let vfs: Arc<dyn Vfs> = Arc::new(counting);
+        let cfg = PagerConfig {
+            page_size: opts.page_size,
+            cache_pages: opts.cache_size / opts.page_size.max(512),
+            busy_timeout: opts.busy_timeout,
+            mode: opts.journal_mode,
+            sync: opts.synchronous,
+            create: opts.create,
+            faults: opts.faults,
+        };
+        let pager = Pager::open(vfs, &path, cfg)?;
+        Ok(Db {
+            inner: Some(Inner {
+                pager,
+                counters,
+                tree: opts.tree,
+                sync: opts.synchronous,
+                last_commit_io: Mutex::new(IoSnapshot::default()),
+            }),
+            path,
+        })
+    }
+
+    fn inner(&self) -> &Inner {
+        self.inner
+            .as_ref()
+            .expect("inner is only taken by close/drop")
+    }
+
+    /// The database path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The journal mode in use.
+    pub fn mode(&self) -> JournalMode {
+        self.inner().pager.mode()
+    }
+
+    /// What survives power loss with the current settings.
+    pub fn durability(&self) -> Durability {
+        self.mode().durability(self.inner().sync)
+    }
+
+    /// Page size in bytes.
+    pub fn page_size(&self) -> usize {
+        self.inner().pager.page_size()
+    }
+
+    /// Largest key accepted.
+    pub fn max_key_len(&self) -> usize {
+        let p = &self.inner().pager;
+        p.format().max_key_len(p.page_size())
+    }
+
+    /// Start a read transaction: a stable view of the last commit.
+    pub fn begin_read(&self) -> Result<ReadTxn<'_>> {
+        let pager = &self.inner().pager;
+        pager.locks().begin_read(pager.busy_timeout())?;
+        Ok(ReadTxn {
+            pages: ReadPages { pager },
+        })
+    }
+
+    /// Start a write transaction. Dropping it without commit rolls back.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        let inner = self.inner();
+        let pager = &inner.pager;
+        pager.locks().begin_write(pager.busy_timeout())?;
+        let st = match pager.begin_write() {
+            Ok(st) => st,
+            Err(e) => {
+                pager.locks().end_write();
+                return Err(e);
+            }
+        };
+        Ok(WriteTxn {
+            db: inner,
+            pages: Some(WritePages { pager, st }),
+            io_start: inner.counters.snapshot(),
+        })
+    }
+
+    /// Auto-commit: create a table (no-op if it exists).
+    pub fn create_table(&self, name: &str) -> Result<bool> {
+        let mut t = self.begin_write()?;
+        let created = t.create_table(name)?;
+        t.commit()?;
+        Ok(created)
+    }
+
+    /// Auto-commit: insert or replace one key.
+    pub fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut t = self.begin_write()?;
+        t.put(table, key, value)?;
+        t.commit()
+    }
+
+    /// Auto-commit: delete one key; true if it existed.
+    pub fn delete(&self, table: &str, key: &[u8]) -> Result<bool> {
+        let mut t = self.begin_write()?;
+        let existed = t.delete(table, key)?;
+        t.commit()?;
+        Ok(existed)
+    }
+
+    /// Read one key in its own read transaction.
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.begin_read()?.get(table, key)
+    }
+
+    /// Collect a range in its own read transaction.
+    pub fn scan<R: RangeBounds<[u8]>>(
+        &self,
+        table: &str,
+        range: R,
+        dir: Direction,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let r = self.begin_read()?;
+        let out = r.range(table, range, dir)?.collect();
+        out
+    }
+
+    /// Integrity check of the committed state: every tree, the free list,
+    /// and that together they cover the file exactly once.
+    pub fn check(&self) -> Result<CheckReport> {
+        let r = self.begin_read()?;
+        let header = self.inner().pager.header();
+        check::check(&r.pages, &header)
+    }
+
+    /// Cumulative I/O counters since open.
+    pub fn io_counters(&self) -> IoSnapshot {
+        self.inner().counters.snapshot()
+    }
+
+    /// The shared counters (for tracing individual calls).
+    pub fn counters(&self) -> &Arc<IoCounters> {
+        &self.inner().counters
+    }
+
+    /// I/O of the last committed write transaction (begin to commit).
+    pub fn last_commit_io(&self) -> IoSnapshot {
+        *self.inner().last_commit_io.lock()
+    }
+
+    /// Statistics.
+    pub fn stats(&self) -> Stats {
+        let p = &self.inner().pager;
+        let h = p.header();
+        let (hits, misses) = p.cache_stats();
+        Stats {
+            mode: p.mode(),
+            page_size: p.page_size(),
+            page_count: h.page_count,
+            free_pages: h.freelist_count,
+            fcc: h.fcc,
+            cache_hits: hits,
+            cache_misses: misses,
+            io: self.io_counters(),
+            recovery: p.recovery.clone(),
+            opened_after_crash: p.opened_after_crash,
+        }
+    }
+
+    /// Close cleanly: marks the file so the next open knows no recovery is
+    /// needed, and releases the OS lock.
+    pub fn close(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(inner) => inner.pager.close(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            let _ = inner.pager.close();
+        }
+    }
+}
+
+fn bounds<R: RangeBounds<[u8]>>(r: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&[u8]>| match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(r.start_bound()), own(r.end_bound()))
+}
+
+fn decode_root(name: &str, v: &[u8]) -> Result<Pgno> {
+    let arr: [u8; 4] = v.try_into().map_err(|_| {
+        Error::corrupt(
+            "database",
+            0,
+            format!("catalog entry for {name:?} is not a page number"),
+        )
+    })?;
+    Ok(u32::from_be_bytes(arr))
+}
+
+fn table_root<P: PageRead + ?Sized>(p: &P, catalog: Pgno, name: &str) -> Result<Pgno> {
+    match btree::get(p, catalog, name.as_bytes())? {
+        Some(v) => decode_root(name, &v),
+        None => Err(Error::NoSuchTable(name.to_string())),
+    }
+}
+
+fn list_tables<P: PageRead + ?Sized>(p: &P, catalog: Pgno) -> Result<Vec<(String, Pgno)>> {
+    let mut out = Vec::new();
+    for kv in RangeIter::new(p, catalog, Bound::Unbounded, Bound::Unbounded, false)? {
+        let (k, v) = kv?;
+        let name = String::from_utf8_lossy(&k).into_owned();
+        let root = decode_root(&name, &v)?;
+        out.push((name, root));
+    }
+    Ok(out)
+}
+
+/// A read transaction: a consistent view of the last commit. Writers
+/// cannot commit while it is open (rollback-journal modes).
+pub struct ReadTxn<'db> {
+    pages: ReadPages<'db>,
+}
+
+impl ReadTxn<'_> {
+    fn catalog(&self) -> Pgno {
+        self.pages.pager.header().catalog_root
+    }
+
+    /// Read one key.
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let root = table_root(&self.pages, self.catalog(), table)?;
+        btree::get(&self.pages, root, key)
+    }
+
+    /// Iterate a key range in either direction.
+    pub fn range<R: RangeBounds<[u8]>>(
+        &self,
+        table: &str,
+        range: R,
+        dir: Direction,
+    ) -> Result<RangeIter<'_, dyn PageRead + '_>> {
+        let root = table_root(&self.pages, self.catalog(), table)?;
+        let (lo, hi) = bounds(&range);
+        RangeIter::new(
+            &self.pages as &dyn PageRead,
+            root,
+            lo,
+            hi,
+            dir == Direction::Reverse,
+        )
+    }
+
+    /// Names of all tables.
+    pub fn tables(&self) -> Result<Vec<String>> {
+        Ok(list_tables(&self.pages, self.catalog())?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect())
+    }
+}
+
+impl Drop for ReadTxn<'_> {
+    fn drop(&mut self) {
+        self.pages.pager.locks().end_read();
+    }
+}
+
+/// A write transaction. Its changes are private until [`WriteTxn::commit`];
+/// dropping it rolls back.
+pub struct WriteTxn<'db> {
+    db: &'db Inner,
+    pages: Option<WritePages<'db>>,
+    io_start: IoSnapshot,
+}
+
+impl<'db> WriteTxn<'db> {
+    fn pages(&self) -> Result<&WritePages<'db>> {
+        self.pages
+            .as_ref()
+            .ok_or_else(|| Error::Aborted("transaction already finished".into()))
+    }
+
+    fn pages_mut(&mut self) -> Result<&mut WritePages<'db>> {
+        self.pages
+            .as_mut()
+            .ok_or_else(|| Error::Aborted("transaction already finished".into()))
+    }
+
+    fn catalog(&self) -> Result<Pgno> {
+        Ok(self.pages()?.st.header.catalog_root)
+    }
+
+    /// Create a table; false if it already exists.
+    pub fn create_table(&mut self, name: &str) -> Result<bool> {
+        let catalog = self.catalog()?;
+        let p = self.pages_mut()?;
+        if btree::get(p, catalog, name.as_bytes())?.is_some() {
+            return Ok(false);
+        }
+        let max = p.format().max_key_len(p.page_size());
+        if name.is_empty() || name.len() > max {
+            return Err(Error::InvalidArgument(format!(
+                "table name must be 1..={max} bytes"
+            )));
+        }
+        let root = btree::create(p)?;
+        btree::insert(
+            p,
+            catalog,
+            name.as_bytes(),
+            &root.to_be_bytes(),
+            &TreeConfig::default(),
+        )?;
+        Ok(true)
+    }
+
+    /// Drop a table and free its pages; false if it did not exist.
+    pub fn drop_table(&mut self, name: &str) -> Result<bool> {
+        let catalog = self.catalog()?;
+        let p = self.pages_mut()?;
+        let root = match btree::get(p, catalog, name.as_bytes())? {
+            Some(v) => decode_root(name, &v)?,
+            None => return Ok(false),
+        };
+        btree::destroy(p, root)?;
+        btree::delete(p, catalog, name.as_bytes(), &TreeConfig::default())?;
+        Ok(true)
+    }
+
+    /// Names of all tables.
+    pub fn tables(&self) -> Result<Vec<String>> {
+        Ok(list_tables(self.pages()?, self.catalog()?)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect())
+    }
+
+    /// Insert or replace.
+    pub fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        let catalog = self.catalog()?;
+        let cfg = self.db.tree;
+        let p = self.pages_mut()?;
+        let root = table_root(p, catalog, table)?;
+        btree::insert(p, root, key, value, &cfg)?;
+        Ok(())
+    }
+
+    /// Delete; true if the key existed.
+    pub fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool> {
+        let catalog = self.catalog()?;
+        let cfg = self.db.tree;
+        let p = self.pages_mut()?;
+        let root = table_root(p, catalog, table)?;
+        btree::delete(p, root, key, &cfg)
+    }
+
+    /// Read one key (sees this transaction's own changes).
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let p = self.pages()?;
+        let root = table_root(p, self.catalog()?, table)?;
+        btree::get(p, root, key)
+    }
+
+    /// Iterate a key range (sees this transaction's own changes).
+    pub fn range<R: RangeBounds<[u8]>>(
+        &self,
+        table: &str,
+        range: R,
+        dir: Direction,
+    ) -> Result<RangeIter<'_, dyn PageRead + '_>> {
+        let p = self.pages()?;
+        let root = table_root(p, self.catalog()?, table)?;
+        let (lo, hi) = bounds(&range);
+        RangeIter::new(p as &dyn PageRead, root, lo, hi, dir == Direction::Reverse)
+    }
+
+    /// Make the changes atomic and durable.
+    pub fn commit(mut self) -> Result<()> {
+        let pages = self
+            .pages
+            .take()
+            .ok_or_else(|| Error::Aborted("transaction already finished".into()))?;
+        let r = if pages.st.is_clean() {
+            Ok(())
+        } else {
+            pages.commit()
+        };
+        self.db.pager.locks().end_write();
+        if r.is_ok() {
+            *self.db.last_commit_io.lock() = self.db.counters.snapshot() - self.io_start;
+        }
+        r
+    }
+
+    /// Discard the changes.
+    pub fn rollback(mut self) -> Result<()> {
+        self.finish_rollback()
+    }
+
+    fn finish_rollback(&mut self) -> Result<()> {
+        match self.pages.take() {
+            Some(p) => {
+                let r = p.rollback();
+                self.db.pager.locks().end_write();
+                r
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for WriteTxn<'_> {
+    fn drop(&mut self) {
+        let _ = self.finish_rollback();
+    }
+}

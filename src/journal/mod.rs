@@ -1,0 +1,231 @@
+//! Recovery schemes ("journal modes"). Each lives in its own module behind
+//! the [`Journal`] trait; the pager calls it to make a transaction atomic
+//! and durable, and at open to recover from a crash. The tree algorithms
+//! never know which mode runs.
+//!
+//! Every mode registers itself in [`JournalMode::ALL`] so that the crash
+//! explorer (`twinpage crashtest --mode all`) and the benchmark cover it.
+
+mod off;
+mod rollback;
+
+pub use off::OffJournal;
+pub use rollback::{RollbackJournal, RollbackKind, JOURNAL_HEADER_SIZE, JOURNAL_MAGIC};
+
+use crate::db::Synchronous;
+use crate::error::{Error, Pgno, Result};
+use crate::lock::{LockManager, SqliteLocks};
+use crate::pager::DbFile;
+use crate::storage::{Vfs, VfsFile};
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// The recovery scheme of a database, selected per database at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JournalMode {
+    /// No journal: in-memory rollback only; a crash during commit may
+    /// leave a torn state (SQLite's OFF).
+    Off,
+    /// Rollback journal, deleted at commit (SQLite's DELETE).
+    Delete,
+    /// Rollback journal, truncated to zero at commit (SQLite's TRUNCATE).
+    Truncate,
+    /// Rollback journal whose header is zeroed at commit (SQLite's PERSIST).
+    Persist,
+}
+
+impl JournalMode {
+    /// Every implemented mode. New modes must be added here: the crash
+    /// explorer and the benchmark iterate this list.
+    pub const ALL: &'static [JournalMode] = &[
+        JournalMode::Off,
+        JournalMode::Delete,
+        JournalMode::Truncate,
+        JournalMode::Persist,
+    ];
+
+    /// Canonical lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            JournalMode::Off => "off",
+            JournalMode::Delete => "delete",
+            JournalMode::Truncate => "truncate",
+            JournalMode::Persist => "persist",
+        }
+    }
+
+    /// Code stored in the header page.
+    pub fn code(self) -> u8 {
+        match self {
+            JournalMode::Off => 0,
+            JournalMode::Delete => 1,
+            JournalMode::Truncate => 2,
+            JournalMode::Persist => 3,
+        }
+    }
+
+    /// Inverse of [`JournalMode::code`].
+    pub fn from_code(c: u8) -> Option<JournalMode> {
+        JournalMode::ALL.iter().copied().find(|m| m.code() == c)
+    }
+
+    /// What survives power loss in this mode at this synchronous level.
+    pub fn durability(self, sync: Synchronous) -> Durability {
+        match (self, sync) {
+            (_, Synchronous::Off) | (JournalMode::Off, _) => Durability::None,
+            // SQLite's FULL does not sync the directory after unlinking the
+            // journal, so the last commit may be rolled back; EXTRA does.
+            (JournalMode::Delete, Synchronous::Extra) => Durability::Durable,
+            (JournalMode::Delete, _) => Durability::Atomic,
+            (_, Synchronous::Normal) => Durability::Atomic,
+            _ => Durability::Durable,
+        }
+    }
+
+    /// Create the mode's journal object.
+    pub fn make_journal(self, sync: Synchronous, faults: TestFaults) -> Box<dyn Journal> {
+        match self {
+            JournalMode::Off => Box::new(OffJournal::new(sync)),
+            JournalMode::Delete => {
+                Box::new(RollbackJournal::new(RollbackKind::Delete, sync, faults))
+            }
+            JournalMode::Truncate => {
+                Box::new(RollbackJournal::new(RollbackKind::Truncate, sync, faults))
+            }
+            JournalMode::Persist => {
+                Box::new(RollbackJournal::new(RollbackKind::Persist, sync, faults))
+            }
+        }
+    }
+
+    /// The concurrency protocol the mode runs with.
+    pub fn make_locks(self) -> Arc<dyn LockManager> {
+        Arc::new(SqliteLocks::new())
+    }
+}
+
+impl fmt::Display for JournalMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for JournalMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.to_ascii_lowercase();
+        JournalMode::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = JournalMode::ALL.iter().map(|m| m.name()).collect();
+                Error::InvalidArgument(format!(
+                    "unknown journal mode {s:?} (known: {})",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// What a mode guarantees across power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// After a crash the database holds exactly the last acknowledged
+    /// commit, or a later one that was in flight.
+    Durable,
+    /// After a crash the database holds some committed state; the last
+    /// acknowledged commits may be missing.
+    Atomic,
+    /// No guarantee: a crash during commit may tear the database.
+    None,
+}
+
+/// Switches that deliberately break a mode, so tests can prove that the
+/// crash explorer catches a broken mode. Never set in production.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TestFaults {
+    /// Skip the journal sync before the database file is written.
+    pub skip_journal_sync: bool,
+}
+
+/// One page of a transaction, as it will be written.
+#[derive(Debug, Clone)]
+pub struct PageImage {
+    /// Page number.
+    pub pgno: Pgno,
+    /// Full page image.
+    pub data: Arc<[u8]>,
+}
+
+/// Where a journal finds the committed image of a page (for undo logs).
+pub trait OriginalSource {
+    /// The committed image of `pgno` (which is below the committed page
+    /// count).
+    fn original(&self, pgno: Pgno) -> Result<Arc<[u8]>>;
+}
+
+/// The pages of a transaction handed to [`Journal::commit`] or
+/// [`Journal::spill`].
+pub struct CommitSet<'a> {
+    /// TID of the transaction (the FCC it commits).
+    pub tid: u64,
+    /// Pages to write, sorted by page number. On commit, page 1 (the
+    /// header, with the new FCC and page count) is always included.
+    pub pages: &'a [PageImage],
+    /// Database size in pages before the transaction.
+    pub orig_page_count: u32,
+    /// Database size in pages after the transaction.
+    pub new_page_count: u32,
+    /// Committed images, for schemes that log them.
+    pub originals: &'a dyn OriginalSource,
+}
+
+/// What recovery found and did at open.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// A crash left work to undo or redo, and it was done.
+    pub recovered: bool,
+    /// Pages restored or replayed.
+    pub pages: u64,
+    /// Human-readable description.
+    pub detail: String,
+}
+
+/// Files a journal may need during recovery, before the header is read.
+pub struct RecoverCtx<'a> {
+    /// The file system.
+    pub vfs: &'a Arc<dyn Vfs>,
+    /// Path of the database file.
+    pub path: &'a Path,
+    /// The open database file.
+    pub file: &'a Arc<dyn VfsFile>,
+}
+
+/// A recovery scheme.
+pub trait Journal: Send {
+    /// Which mode this is.
+    fn mode(&self) -> JournalMode;
+
+    /// Crash recovery, run at open while the OS lock is held and before
+    /// the header page is read. Must itself be crash-safe (idempotent).
+    fn recover(&mut self, ctx: &RecoverCtx<'_>) -> Result<Recovery>;
+
+    /// Write some pages of a transaction before commit because the cache
+    /// is full. Afterwards the database file may hold uncommitted pages;
+    /// [`Journal::rollback`] must be able to undo them.
+    fn spill(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
+
+    /// Make the transaction atomic and durable (per [`Durability`]).
+    fn commit(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
+
+    /// Undo what [`Journal::spill`] or a failed commit wrote to the database
+    /// file, restoring `orig_page_count` pages. A no-op when nothing was
+    /// written.
+    fn rollback(&mut self, db: &DbFile, orig_page_count: u32) -> Result<()>;
+
+    /// Release files at a clean close.
+    fn close(&mut self, db: &DbFile) -> Result<()>;
+}

@@ -1,0 +1,83 @@
+//! OFF: no journal. Commit writes the pages in place. Rollback of a
+//! transaction that spilled restores the original images kept in memory;
+//! a crash during commit may leave a torn database, as in SQLite's OFF.
+
+use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery};
+use crate::db::Synchronous;
+use crate::error::{Pgno, Result};
+use crate::pager::DbFile;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The OFF scheme.
+pub struct OffJournal {
+    sync: Synchronous,
+    /// Originals of pages spilled by the current transaction.
+    undo: HashMap<Pgno, Arc<[u8]>>,
+    spilled: bool,
+}
+
+impl OffJournal {
+    /// A new OFF journal.
+    pub fn new(sync: Synchronous) -> Self {
+        OffJournal {
+            sync,
+            undo: HashMap::new(),
+            spilled: false,
+        }
+    }
+}
+
+impl Journal for OffJournal {
+    fn mode(&self) -> JournalMode {
+        JournalMode::Off
+    }
+
+    fn recover(&mut self, _ctx: &RecoverCtx<'_>) -> Result<Recovery> {
+        Ok(Recovery::default())
+    }
+
+    fn spill(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        for p in set.pages {
+            if p.pgno <= set.orig_page_count && !self.undo.contains_key(&p.pgno) {
+                self.undo.insert(p.pgno, set.originals.original(p.pgno)?);
+            }
+            db.write_page(p.pgno, &p.data)?;
+        }
+        self.spilled = true;
+        Ok(())
+    }
+
+    fn commit(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        for p in set.pages {
+            db.write_page(p.pgno, &p.data)?;
+        }
+        if set.new_page_count < set.orig_page_count {
+            db.file
+                .set_len(set.new_page_count as u64 * db.page_size as u64)?;
+        }
+        if self.sync != Synchronous::Off {
+            db.file.sync_data()?;
+        }
+        self.undo.clear();
+        self.spilled = false;
+        Ok(())
+    }
+
+    fn rollback(&mut self, db: &DbFile, orig_page_count: u32) -> Result<()> {
+        if self.spilled {
+            for (pgno, img) in self.undo.drain() {
+                db.write_page(pgno, &img)?;
+            }
+            db.file
+                .set_len(orig_page_count as u64 * db.page_size as u64)?;
+        }
+        self.undo.clear();
+        self.spilled = false;
+        Ok(())
+    }
+
+    fn close(&mut self, _db: &DbFile) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! Node formats: how a B+tree node is laid out on a page.
+//!
+//! The tree algorithms ([`crate::btree`]) never touch page bytes. They work
+//! on the *logical view* of a node, [`Node`]: sorted cells, decoded when a
+//! page is loaded and encoded again when a dirty page is written. A
+//! [`NodeFormat`] converts between the two. This is the seam later modes
+//! use to change the on-page layout (DHL's two slot headers, IPS's
+//! append-only slots with two numSlots, LS-MVBT's versioned cells) without
+//! touching the tree: see ARCHITECTURE.md.
+
+mod slotted;
+
+pub use slotted::SlottedFormat;
+
+use crate::error::{Pgno, Result};
+
+/// A value as stored in a leaf cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// Stored in the cell.
+    Inline(Vec<u8>),
+    /// Stored in an overflow page chain starting at `head`.
+    Overflow {
+        /// Total value length in bytes.
+        len: u64,
+        /// First page of the chain.
+        head: Pgno,
+    },
+}
+
+/// A key/value cell of a leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafCell {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value or a reference to its overflow chain.
+    pub value: Value,
+}
+
+/// A separator cell of an interior node: `child` holds the keys that are
+/// smaller than `key` (and not smaller than the previous cell's key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InteriorCell {
+    /// Separator key.
+    pub key: Vec<u8>,
+    /// Child page.
+    pub child: Pgno,
+}
+
+/// The logical view of a node: what the tree algorithms see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// A leaf: cells sorted by key.
+    Leaf(Vec<LeafCell>),
+    /// An interior node: cells sorted by key, plus the rightmost child,
+    /// which holds every key not smaller than the last separator.
+    Interior {
+        /// Separators with their left children.
+        cells: Vec<InteriorCell>,
+        /// Rightmost child.
+        right: Pgno,
+    },
+}
+
+impl Node {
+    /// An empty leaf.
+    pub fn empty_leaf() -> Node {
+        Node::Leaf(Vec::new())
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        match self {
+            Node::Leaf(c) => c.len(),
+            Node::Interior { cells, .. } => cells.len(),
+        }
+    }
+
+    /// True when the node holds no cells.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True for leaves.
+    pub fn is_leaf(&self) -> bool {
+        matches!(self, Node::Leaf(_))
+    }
+
+    /// All child pages of an interior node, left to right.
+    pub fn children(&self) -> Vec<Pgno> {
+        match self {
+            Node::Leaf(_) => Vec::new(),
+            Node::Interior { cells, right } => cells
+                .iter()
+                .map(|c| c.child)
+                .chain(std::iter::once(*right))
+                .collect(),
+        }
+    }
+}
+
+/// Context a format needs to decode a page: which writes are visible.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeCtx {
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// TID of the last committed transaction (the FCC). In-page formats
+    /// hide slot headers written by later, uncommitted transactions.
+    pub committed_tid: u64,
+}
+
+/// Context a format needs to encode a page.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodeCtx {
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// TID of the transaction writing the page (FCC + 1).
+    pub tid: u64,
+}
+
+/// Converts between page bytes and the logical view.
+pub trait NodeFormat: Send + Sync {
+    /// Short name, recorded in documentation and diagnostics.
+    fn name(&self) -> &'static str;
+
+    /// Decode a page. Must validate everything it reads: damaged input
+    /// gives a corruption error naming `pgno`, never a panic.
+    fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node>;
+
+    /// Whether `node` fits on one page when written over `base` (the
+    /// page's committed image, if any).
+    fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool;
+
+    /// Encoded size of a cell, used by the tree to choose split points.
+    fn leaf_cell_size(&self, cell: &LeafCell) -> usize;
+
+    /// Encoded size of an interior cell.
+    fn interior_cell_size(&self, cell: &InteriorCell) -> usize;
+
+    /// Bytes available for cells on an empty page.
+    fn capacity(&self, page_size: usize) -> usize;
+
+    /// Write `node` into `out` (one page), given the page's committed
+    /// image `base`. Fails only if the node does not fit.
+    fn encode(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<()>;
+
+    /// Largest key the format accepts for this page size.
+    fn max_key_len(&self, page_size: usize) -> usize;
+
+    /// Largest leaf cell kept inline; bigger values go to overflow pages.
+    fn max_inline_cell(&self, page_size: usize) -> usize;
+}

@@ -1,0 +1,165 @@
+//! The shared page cache: committed page images (and their decoded logical
+//! view) with CLOCK eviction. Uncommitted pages never enter it; they live
+//! in the writer's private dirty set until commit.
+
+use crate::error::Pgno;
+use crate::node::Node;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A cached committed page.
+#[derive(Clone)]
+pub struct CachedPage {
+    /// Page bytes.
+    pub raw: Arc<[u8]>,
+    /// Decoded node, filled on first tree access.
+    pub node: Option<Arc<Node>>,
+}
+
+struct Slot {
+    pgno: Pgno,
+    page: CachedPage,
+    referenced: bool,
+}
+
+/// CLOCK cache of committed pages.
+pub struct PageCache {
+    capacity: usize,
+    slots: Vec<Slot>,
+    index: HashMap<Pgno, usize>,
+    hand: usize,
+    /// Lookups that hit.
+    pub hits: u64,
+    /// Lookups that missed.
+    pub misses: u64,
+}
+
+impl PageCache {
+    /// A cache holding at most `capacity` pages (at least 8).
+    pub fn new(capacity: usize) -> Self {
+        PageCache {
+            capacity: capacity.max(8),
+            slots: Vec::new(),
+            index: HashMap::new(),
+            hand: 0,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// Look a page up.
+    pub fn get(&mut self, pgno: Pgno) -> Option<&mut CachedPage> {
+        match self.index.get(&pgno) {
+            Some(&i) => {
+                self.hits += 1;
+                let s = &mut self.slots[i];
+                s.referenced = true;
+                Some(&mut s.page)
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Insert or replace a page.
+    pub fn put(&mut self, pgno: Pgno, page: CachedPage) {
+        if let Some(&i) = self.index.get(&pgno) {
+            self.slots[i].page = page;
+            self.slots[i].referenced = true;
+            return;
+        }
+        if self.slots.len() < self.capacity {
+            self.index.insert(pgno, self.slots.len());
+            self.slots.push(Slot {
+                pgno,
+                page,
+                referenced: true,
+            });
+            return;
+        }
+        loop {
+            let h = self.hand;
+            self.hand = (self.hand + 1) % self.slots.len();
+            let s = &mut self.slots[h];
+            if s.referenced {
+                s.referenced = false;
+                continue;
+            }
+            self.index.remove(&s.pgno);
+            *s = Slot {
+                pgno,
+                page,
+                referenced: true,
+            };
+            self.index.insert(pgno, h);
+            return;
+        }
+    }
+
+    /// Drop a page.
+    pub fn remove(&mut self, pgno: Pgno) {
+        if let Some(i) = self.index.remove(&pgno) {
+            let last = self.slots.len() - 1;
+            self.slots.swap(i, last);
+            self.slots.pop();
+            if i < self.slots.len() {
+                self.index.insert(self.slots[i].pgno, i);
+            }
+            if self.hand >= self.slots.len() {
+                self.hand = 0;
+            }
+        }
+    }
+
+    /// Drop every page numbered above `count`.
+    pub fn truncate(&mut self, count: Pgno) {
+        let gone: Vec<Pgno> = self.index.keys().copied().filter(|&p| p > count).collect();
+        for p in gone {
+            self.remove(p);
+        }
+    }
+
+    /// Drop everything.
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.index.clear();
+        self.hand = 0;
+    }
+
+    /// Pages currently cached.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_and_keeps_index_consistent() {
+        let mut c = PageCache::new(8);
+        for p in 1..100u32 {
+            c.put(
+                p,
+                CachedPage {
+                    raw: Arc::from(vec![p as u8; 4]),
+                    node: None,
+                },
+            );
+            assert!(c.len() <= 8);
+            assert_eq!(c.get(p).unwrap().raw[0], p as u8);
+        }
+        c.remove(99);
+        assert!(c.get(99).is_none());
+        c.truncate(50);
+        assert!(c.is_empty());
+    }
+}

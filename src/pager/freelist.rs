@@ -1,0 +1,118 @@
+//! The free list: trunk pages chained from the header, each listing free
+//! leaf pages. Trunk layout (big-endian): `u32 next trunk`, `u32 count`,
+//! then `count` u32 page numbers. Pages freed by a transaction join the
+//! list only at its commit, so a transaction never reuses a page it freed
+//! itself (in-page schemes rely on the old image staying intact).
+
+use super::WritePages;
+use crate::btree::{PageRead, PageWrite};
+use crate::error::{Error, Pgno, Result};
+
+fn be(raw: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(raw[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Leaf slots per trunk page.
+pub fn trunk_capacity(page_size: usize) -> usize {
+    (page_size - 8) / 4
+}
+
+fn corrupt(wp: &WritePages<'_>, pgno: Pgno, what: String) -> Error {
+    Error::corrupt(wp.pager.db.path.display().to_string(), pgno, what)
+}
+
+/// Parse a trunk page: (next trunk, leaves), validated.
+pub fn parse_trunk(
+    raw: &[u8],
+    pgno: Pgno,
+    page_count: u32,
+    file: &str,
+) -> Result<(Pgno, Vec<Pgno>)> {
+    let next = be(raw, 0);
+    let count = be(raw, 4) as usize;
+    if count > trunk_capacity(raw.len()) {
+        return Err(Error::corrupt(
+            file,
+            pgno,
+            format!("free-list trunk claims {count} leaves"),
+        ));
+    }
+    if next > page_count {
+        return Err(Error::corrupt(
+            file,
+            pgno,
+            format!("free-list next trunk {next} out of range"),
+        ));
+    }
+    let mut leaves = Vec::with_capacity(count);
+    for i in 0..count {
+        let l = be(raw, 8 + 4 * i);
+        if l < 3 || l > page_count {
+            return Err(Error::corrupt(
+                file,
+                pgno,
+                format!("free-list leaf {l} out of range"),
+            ));
+        }
+        leaves.push(l);
+    }
+    Ok((next, leaves))
+}
+
+/// Take a page from the free list, or grow the file by one page.
+pub fn allocate(wp: &mut WritePages<'_>) -> Result<Pgno> {
+    let head = wp.st.header.freelist_head;
+    let count = wp.st.header.page_count;
+    if head == 0 {
+        let n = count
+            .checked_add(1)
+            .ok_or_else(|| Error::InvalidArgument("database is full (2^32 pages)".into()))?;
+        wp.st.header.page_count = n;
+        return Ok(n);
+    }
+    let raw = wp.raw(head)?;
+    let file = wp.pager.db.path.display().to_string();
+    let (next, mut leaves) = parse_trunk(&raw, head, count, &file)?;
+    let remaining = wp
+        .st
+        .header
+        .freelist_count
+        .checked_sub(1)
+        .ok_or_else(|| corrupt(wp, 1, "free-list count is zero but the list is not".into()))?;
+    wp.st.header.freelist_count = remaining;
+    if let Some(leaf) = leaves.pop() {
+        let mut page = raw.to_vec();
+        page[4..8].copy_from_slice(&(leaves.len() as u32).to_be_bytes());
+        wp.put_raw(head, page)?;
+        Ok(leaf)
+    } else {
+        wp.st.header.freelist_head = next;
+        Ok(head)
+    }
+}
+
+/// Return pages to the free list (at commit).
+pub fn release(wp: &mut WritePages<'_>, pages: &[Pgno]) -> Result<()> {
+    let cap = trunk_capacity(wp.page_size());
+    for &p in pages {
+        let head = wp.st.header.freelist_head;
+        if head != 0 {
+            let raw = wp.raw(head)?;
+            let n = be(&raw, 4) as usize;
+            if n < cap {
+                let mut page = raw.to_vec();
+                page[8 + 4 * n..12 + 4 * n].copy_from_slice(&p.to_be_bytes());
+                page[4..8].copy_from_slice(&(n as u32 + 1).to_be_bytes());
+                wp.put_raw(head, page)?;
+                wp.st.header.freelist_count += 1;
+                continue;
+            }
+        }
+        let mut page = vec![0u8; wp.page_size()];
+        page[0..4].copy_from_slice(&head.to_be_bytes());
+        wp.put_raw(p, page)?;
+        wp.st.header.freelist_head = p;
+        wp.st.header.freelist_count += 1;
+    }
+    Ok(())
+}

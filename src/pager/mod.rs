@@ -1,0 +1,762 @@
+//! The pager: page I/O, the shared cache of committed pages, the header
+//! page, the free list, and write transactions' private dirty pages.
+//!
+//! A write transaction never changes shared state until it commits: its
+//! pages live in [`WriteState`] (logical nodes for tree pages, bytes for
+//! the rest). Commit encodes them with the node format, hands them to the
+//! mode's [`Journal`], and only then installs them in the shared cache.
+//! When the dirty set outgrows the cache budget, pages are *spilled*
+//! through [`Journal::spill`] under the EXCLUSIVE lock.
+
+mod cache;
+mod freelist;
+pub mod header;
+
+pub use cache::{CachedPage, PageCache};
+pub use header::{valid_page_size, Header, HEADER_LEN, MAGIC};
+
+/// Parse a free-list trunk page: (next trunk, leaf pages), validated.
+pub fn freelist_parse(raw: &[u8], pgno: Pgno, page_count: u32) -> Result<(Pgno, Vec<Pgno>)> {
+    freelist::parse_trunk(raw, pgno, page_count, "database")
+}
+
+use crate::btree::{PageRead, PageWrite};
+use crate::db::Synchronous;
+use crate::error::{Error, Pgno, Result};
+use crate::journal::{
+    CommitSet, Journal, JournalMode, OriginalSource, PageImage, RecoverCtx, Recovery,
+    RollbackJournal, RollbackKind, TestFaults,
+};
+use crate::lock::LockManager;
+use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat, SlottedFormat};
+use crate::storage::{parent_dir, with_suffix, FileLock, OpenFlags, Vfs, VfsFile};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The database file as the journal modes see it.
+pub struct DbFile {
+    /// The file system (counted).
+    pub vfs: Arc<dyn Vfs>,
+    /// Database path.
+    pub path: PathBuf,
+    /// Open database file.
+    pub file: Arc<dyn VfsFile>,
+    /// Page size in bytes.
+    pub page_size: usize,
+}
+
+impl DbFile {
+    fn offset(&self, pgno: Pgno) -> u64 {
+        (pgno as u64 - 1) * self.page_size as u64
+    }
+
+    /// Read page `pgno` into `buf` (one page).
+    pub fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
+        self.file.read_exact_at(buf, self.offset(pgno), pgno)
+    }
+
+    /// Write one page image.
+    pub fn write_page(&self, pgno: Pgno, data: &[u8]) -> Result<()> {
+        self.file.write_at(data, self.offset(pgno))
+    }
+}
+
+/// Settings the pager needs at open.
+#[derive(Clone)]
+pub struct PagerConfig {
+    /// Page size for a new database.
+    pub page_size: usize,
+    /// Cache budget in pages (shared cache, and the dirty-page spill limit).
+    pub cache_pages: usize,
+    /// How long to wait for locks.
+    pub busy_timeout: Duration,
+    /// Recovery scheme.
+    pub mode: JournalMode,
+    /// Sync level.
+    pub sync: Synchronous,
+    /// Create the file if missing.
+    pub create: bool,
+    /// Test-only breakage.
+    pub faults: TestFaults,
+}
+
+struct Shared {
+    cache: PageCache,
+    header: Header,
+}
+
+/// The pager of one open database.
+pub struct Pager {
+    /// The database file.
+    pub db: DbFile,
+    format: Arc<dyn NodeFormat>,
+    shared: Mutex<Shared>,
+    journal: Mutex<Box<dyn Journal>>,
+    poisoned: Mutex<Option<String>>,
+    locks: Arc<dyn LockManager>,
+    cfg: PagerConfig,
+    /// What recovery did at open.
+    pub recovery: Recovery,
+    /// The previous session did not close cleanly.
+    pub opened_after_crash: bool,
+}
+
+fn wait_os_lock(file: &Arc<dyn VfsFile>, path: &Path, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if file.try_lock(FileLock::Exclusive)? {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Locked(path.to_path_buf()));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+impl Pager {
+    /// Open or create the database at `path`, running crash recovery.
+    pub fn open(vfs: Arc<dyn Vfs>, path: &Path, cfg: PagerConfig) -> Result<Pager> {
+        if !valid_page_size(cfg.page_size) {
+            return Err(Error::InvalidArgument(format!(
+                "page size {} is not a power of two between 512 and 65536",
+                cfg.page_size
+            )));
+        }
+        let existed = vfs.exists(path)?;
+        if !existed && !cfg.create {
+            return Err(Error::io(
+                "open",
+                path,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+        let file = vfs.open(path, OpenFlags::CREATE)?;
+        // One process at a time: a second one gets Locked (after waiting).
+        wait_os_lock(&file, path, cfg.busy_timeout)?;
+        let mut journal = cfg.mode.make_journal(cfg.sync, cfg.faults);
+        let ctx = RecoverCtx {
+            vfs: &vfs,
+            path,
+            file: &file,
+        };
+        // A hot rollback journal is rolled back whatever the mode now is.
+        let mut recovery = if !matches!(
+            cfg.mode,
+            JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist
+        ) && vfs.exists(&with_suffix(path, "-journal"))?
+        {
+            let mut j = RollbackJournal::new(RollbackKind::Delete, cfg.sync, TestFaults::default());
+            j.recover(&ctx)?
+        } else {
+            Recovery::default()
+        };
+        let r = journal.recover(&ctx)?;
+        if r.recovered {
+            recovery = r;
+        }
+
+        let len = file.len()?;
+        let mut probe = [0u8; HEADER_LEN];
+        let n = file.read_at(&mut probe, 0)?;
+        let fresh = len == 0 || (probe[..n].iter().all(|&b| b == 0) && len <= 2 * 65536);
+        let header = if fresh {
+            Self::initialize(&vfs, path, &file, &cfg, existed)?
+        } else {
+            Header::read_from(&probe[..n], &path.display().to_string())?
+        };
+        let ps = header.page_size as usize;
+        let needed = header.page_count as u64 * ps as u64;
+        if len < needed && !fresh {
+            return Err(Error::corrupt(
+                path.display().to_string(),
+                0,
+                format!(
+                    "file is {len} bytes but the header says {} pages of {ps} bytes",
+                    header.page_count
+                ),
+            ));
+        }
+        let opened_after_crash = !fresh && !header.clean_close;
+        let cache_pages = (cfg.cache_pages).max(16);
+        Ok(Pager {
+            db: DbFile {
+                vfs,
+                path: path.to_path_buf(),
+                file,
+                page_size: ps,
+            },
+            format: Arc::new(SlottedFormat),
+            shared: Mutex::new(Shared {
+                cache: PageCache::new(cache_pages),
+                header,
+            }),
+            journal: Mutex::new(journal),
+            poisoned: Mutex::new(None),
+            locks: cfg.mode.make_locks(),
+            cfg: PagerConfig { cache_pages, ..cfg },
+            recovery,
+            opened_after_crash,
+        })
+    }
+
+    /// Write the first two pages of a new database: the header and an
+    /// empty catalog leaf. The header goes last, so a crash before it is
+    /// durable leaves a file that is recognised as fresh again.
+    fn initialize(
+        vfs: &Arc<dyn Vfs>,
+        path: &Path,
+        file: &Arc<dyn VfsFile>,
+        cfg: &PagerConfig,
+        existed: bool,
+    ) -> Result<Header> {
+        let ps = cfg.page_size;
+        let header = Header {
+            page_size: ps as u32,
+            page_count: 2,
+            fcc: 0,
+            freelist_head: 0,
+            freelist_count: 0,
+            catalog_root: 2,
+            journal_mode: cfg.mode.code(),
+            clean_close: true,
+        };
+        let mut p2 = vec![0u8; ps];
+        SlottedFormat.encode(
+            2,
+            &Node::empty_leaf(),
+            None,
+            &EncodeCtx {
+                page_size: ps,
+                tid: 0,
+            },
+            &mut p2,
+        )?;
+        file.set_len(0)?;
+        file.write_at(&p2, ps as u64)?;
+        if cfg.sync != Synchronous::Off {
+            file.sync_data()?;
+        }
+        let mut p1 = vec![0u8; ps];
+        header.write_to(&mut p1);
+        file.write_at(&p1, 0)?;
+        if cfg.sync != Synchronous::Off {
+            file.sync_data()?;
+            if !existed {
+                vfs.sync_dir(&parent_dir(path))?;
+            }
+        }
+        Ok(header)
+    }
+
+    /// Page size in bytes.
+    pub fn page_size(&self) -> usize {
+        self.db.page_size
+    }
+
+    /// The node format in use.
+    pub fn format(&self) -> &dyn NodeFormat {
+        &*self.format
+    }
+
+    /// The active journal mode.
+    pub fn mode(&self) -> JournalMode {
+        self.cfg.mode
+    }
+
+    /// The concurrency protocol.
+    pub fn locks(&self) -> &Arc<dyn LockManager> {
+        &self.locks
+    }
+
+    /// Busy timeout.
+    pub fn busy_timeout(&self) -> Duration {
+        self.cfg.busy_timeout
+    }
+
+    /// The committed header.
+    pub fn header(&self) -> Header {
+        self.shared.lock().header
+    }
+
+    /// Cache hit and miss counts.
+    pub fn cache_stats(&self) -> (u64, u64) {
+        let s = self.shared.lock();
+        (s.cache.hits, s.cache.misses)
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Aborted(format!(
+                "an earlier failure left the database needing recovery; reopen it ({why})"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn decode_ctx(&self, committed_tid: u64) -> DecodeCtx {
+        DecodeCtx {
+            page_size: self.db.page_size,
+            committed_tid,
+        }
+    }
+
+    fn out_of_range(&self, pgno: Pgno, count: u32) -> Error {
+        Error::corrupt(
+            self.db.path.display().to_string(),
+            pgno,
+            format!("page number out of range (database has {count} pages)"),
+        )
+    }
+
+    fn read_from_file(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
+        let mut buf = vec![0u8; self.db.page_size];
+        self.db.read_page(pgno, &mut buf)?;
+        Ok(Arc::from(buf))
+    }
+
+    /// Committed image of a page.
+    pub fn committed_raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
+        let mut sh = self.shared.lock();
+        if pgno == 0 || pgno > sh.header.page_count {
+            return Err(self.out_of_range(pgno, sh.header.page_count));
+        }
+        if let Some(p) = sh.cache.get(pgno) {
+            return Ok(p.raw.clone());
+        }
+        let raw = self.read_from_file(pgno)?;
+        sh.cache.put(
+            pgno,
+            CachedPage {
+                raw: raw.clone(),
+                node: None,
+            },
+        );
+        Ok(raw)
+    }
+
+    /// Committed logical view of a tree page.
+    pub fn committed_node(&self, pgno: Pgno) -> Result<Arc<Node>> {
+        let mut sh = self.shared.lock();
+        let count = sh.header.page_count;
+        if pgno < 2 || pgno > count {
+            return Err(self.out_of_range(pgno, count));
+        }
+        let ctx = self.decode_ctx(sh.header.fcc);
+        if let Some(p) = sh.cache.get(pgno) {
+            if let Some(n) = &p.node {
+                return Ok(n.clone());
+            }
+            let n = Arc::new(self.format.decode(pgno, &p.raw, &ctx)?);
+            p.node = Some(n.clone());
+            return Ok(n);
+        }
+        let raw = self.read_from_file(pgno)?;
+        let n = Arc::new(self.format.decode(pgno, &raw, &ctx)?);
+        sh.cache.put(
+            pgno,
+            CachedPage {
+                raw,
+                node: Some(n.clone()),
+            },
+        );
+        Ok(n)
+    }
+
+    /// Start a write transaction's page state (the caller holds the
+    /// writer lock).
+    pub fn begin_write(&self) -> Result<WriteState> {
+        self.check_poison()?;
+        let header = self.header();
+        Ok(WriteState {
+            orig_header: header,
+            header,
+            dirty: HashMap::new(),
+            spilled: HashSet::new(),
+            freed: Vec::new(),
+            exclusive: false,
+        })
+    }
+
+    fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty) -> Result<Arc<[u8]>> {
+        match d {
+            Dirty::Raw(r) => Ok(r.clone()),
+            Dirty::Node(n) => {
+                let mut out = vec![0u8; self.db.page_size];
+                self.format.encode(
+                    pgno,
+                    n,
+                    None,
+                    &EncodeCtx {
+                        page_size: self.db.page_size,
+                        tid: st.header.fcc + 1,
+                    },
+                    &mut out,
+                )?;
+                Ok(Arc::from(out))
+            }
+        }
+    }
+
+    fn take_exclusive(&self, st: &mut WriteState) -> Result<()> {
+        if !st.exclusive {
+            self.locks.lock_exclusive(self.cfg.busy_timeout)?;
+            st.exclusive = true;
+        }
+        Ok(())
+    }
+
+    /// Write the dirty set through the journal before commit.
+    fn spill(&self, st: &mut WriteState) -> Result<()> {
+        self.take_exclusive(st)?;
+        let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().collect();
+        pgnos.sort_unstable();
+        let mut pages = Vec::with_capacity(pgnos.len());
+        for &p in &pgnos {
+            pages.push(PageImage {
+                pgno: p,
+                data: self.encode_dirty(st, p, &st.dirty[&p])?,
+            });
+        }
+        let src = Originals { pager: self };
+        let set = CommitSet {
+            tid: st.header.fcc + 1,
+            pages: &pages,
+            orig_page_count: st.orig_header.page_count,
+            new_page_count: st.header.page_count,
+            originals: &src,
+        };
+        self.journal.lock().spill(&self.db, &set)?;
+        for p in pgnos {
+            st.dirty.remove(&p);
+            st.spilled.insert(p);
+        }
+        Ok(())
+    }
+
+    /// Write the header (and dirty pages) through the journal and install
+    /// the new state. `st.header` already carries the new FCC.
+    fn write_commit(&self, st: &mut WriteState, install: bool) -> Result<()> {
+        let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().collect();
+        pgnos.sort_unstable();
+        let mut pages = Vec::with_capacity(pgnos.len() + 1);
+        let mut p1 = match st.dirty.get(&1) {
+            Some(Dirty::Raw(r)) => r.to_vec(),
+            _ => self.committed_raw(1)?.to_vec(),
+        };
+        st.header.write_to(&mut p1);
+        pages.push(PageImage {
+            pgno: 1,
+            data: Arc::from(p1),
+        });
+        let tid = st.header.fcc;
+        for &p in pgnos.iter().filter(|&&p| p != 1) {
+            let data = match &st.dirty[&p] {
+                Dirty::Raw(r) => r.clone(),
+                Dirty::Node(n) => {
+                    let mut out = vec![0u8; self.db.page_size];
+                    self.format.encode(
+                        p,
+                        n,
+                        None,
+                        &EncodeCtx {
+                            page_size: self.db.page_size,
+                            tid,
+                        },
+                        &mut out,
+                    )?;
+                    Arc::from(out)
+                }
+            };
+            pages.push(PageImage { pgno: p, data });
+        }
+        self.take_exclusive(st)?;
+        let src = Originals { pager: self };
+        let set = CommitSet {
+            tid,
+            pages: &pages,
+            orig_page_count: st.orig_header.page_count,
+            new_page_count: st.header.page_count,
+            originals: &src,
+        };
+        self.journal.lock().commit(&self.db, &set)?;
+        if install {
+            let mut sh = self.shared.lock();
+            for p in &st.spilled {
+                sh.cache.remove(*p);
+            }
+            for img in pages {
+                let node = match st.dirty.get(&img.pgno) {
+                    Some(Dirty::Node(n)) => Some(n.clone()),
+                    _ => None,
+                };
+                sh.cache.put(
+                    img.pgno,
+                    CachedPage {
+                        raw: img.data,
+                        node,
+                    },
+                );
+            }
+            sh.cache.truncate(st.header.page_count);
+            sh.header = st.header;
+        }
+        Ok(())
+    }
+
+    /// Undo storage effects of a failed commit or a spilled transaction.
+    fn undo_storage(&self, st: &WriteState) {
+        let r = self
+            .journal
+            .lock()
+            .rollback(&self.db, st.orig_header.page_count);
+        if let Err(e) = r {
+            *self.poisoned.lock() = Some(e.to_string());
+        }
+        // Cached committed pages are still right; pages past the original
+        // end are not cached.
+    }
+
+    /// Mark the database cleanly closed (one small transaction through the
+    /// journal, so a crash here is as safe as any commit) and release the
+    /// journal's files.
+    pub fn close(&self) -> Result<()> {
+        self.check_poison()?;
+        let h = self.header();
+        if !h.clean_close {
+            self.locks.begin_write(self.cfg.busy_timeout)?;
+            let mut st = self.begin_write()?;
+            st.header.clean_close = true;
+            let r = self.write_commit(&mut st, true);
+            if r.is_err() {
+                self.undo_storage(&st);
+            }
+            self.locks.end_write();
+            r?;
+        }
+        self.journal.lock().close(&self.db)?;
+        self.db.file.unlock()?;
+        Ok(())
+    }
+}
+
+/// Committed images for undo logging.
+struct Originals<'a> {
+    pager: &'a Pager,
+}
+
+impl OriginalSource for Originals<'_> {
+    fn original(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
+        self.pager.committed_raw(pgno)
+    }
+}
+
+/// A private dirty page.
+#[derive(Clone)]
+enum Dirty {
+    Node(Arc<Node>),
+    Raw(Arc<[u8]>),
+}
+
+/// Pages and header of one write transaction.
+pub struct WriteState {
+    orig_header: Header,
+    /// Working header (page count, free list, catalog root).
+    pub header: Header,
+    dirty: HashMap<Pgno, Dirty>,
+    spilled: HashSet<Pgno>,
+    freed: Vec<Pgno>,
+    exclusive: bool,
+}
+
+impl WriteState {
+    /// Pages currently dirty in memory.
+    pub fn dirty_pages(&self) -> usize {
+        self.dirty.len()
+    }
+
+    /// True if the transaction has spilled pages to the database file.
+    pub fn has_spilled(&self) -> bool {
+        !self.spilled.is_empty()
+    }
+
+    /// True if the transaction changed nothing.
+    pub fn is_clean(&self) -> bool {
+        self.dirty.is_empty()
+            && self.spilled.is_empty()
+            && self.freed.is_empty()
+            && self.header == self.orig_header
+    }
+}
+
+/// A write transaction's view of pages: its own dirty pages over the
+/// committed state. The B+tree runs on this.
+pub struct WritePages<'a> {
+    /// The pager.
+    pub pager: &'a Pager,
+    /// The transaction's state.
+    pub st: WriteState,
+}
+
+impl WritePages<'_> {
+    fn check_range(&self, pgno: Pgno) -> Result<()> {
+        if pgno == 0 || pgno > self.st.header.page_count {
+            return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
+        }
+        Ok(())
+    }
+
+    fn maybe_spill(&mut self) -> Result<()> {
+        if self.st.dirty.len() > self.pager.cfg.cache_pages {
+            self.pager.spill(&mut self.st)?;
+        }
+        Ok(())
+    }
+}
+
+impl PageRead for WritePages<'_> {
+    fn page_size(&self) -> usize {
+        self.pager.db.page_size
+    }
+
+    fn format(&self) -> &dyn NodeFormat {
+        &*self.pager.format
+    }
+
+    fn page_count(&self) -> u32 {
+        self.st.header.page_count
+    }
+
+    fn node(&self, pgno: Pgno) -> Result<Arc<Node>> {
+        self.check_range(pgno)?;
+        if pgno < 2 {
+            return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
+        }
+        match self.st.dirty.get(&pgno) {
+            Some(Dirty::Node(n)) => return Ok(n.clone()),
+            Some(Dirty::Raw(r)) => {
+                let ctx = self.pager.decode_ctx(self.st.header.fcc + 1);
+                return Ok(Arc::new(self.pager.format.decode(pgno, r, &ctx)?));
+            }
+            None => {}
+        }
+        if self.st.spilled.contains(&pgno) {
+            let raw = self.pager.read_from_file(pgno)?;
+            let ctx = self.pager.decode_ctx(self.st.header.fcc + 1);
+            return Ok(Arc::new(self.pager.format.decode(pgno, &raw, &ctx)?));
+        }
+        self.pager.committed_node(pgno)
+    }
+
+    fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
+        self.check_range(pgno)?;
+        match self.st.dirty.get(&pgno) {
+            Some(Dirty::Raw(r)) => return Ok(r.clone()),
+            Some(d @ Dirty::Node(_)) => return self.pager.encode_dirty(&self.st, pgno, d),
+            None => {}
+        }
+        if self.st.spilled.contains(&pgno) {
+            return self.pager.read_from_file(pgno);
+        }
+        self.pager.committed_raw(pgno)
+    }
+}
+
+impl PageWrite for WritePages<'_> {
+    fn put_node(&mut self, pgno: Pgno, node: Node) -> Result<()> {
+        self.check_range(pgno)?;
+        self.st.dirty.insert(pgno, Dirty::Node(Arc::new(node)));
+        self.maybe_spill()
+    }
+
+    fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
+        self.check_range(pgno)?;
+        if data.len() != self.pager.db.page_size {
+            return Err(Error::InvalidArgument(format!(
+                "page image of {} bytes for a {}-byte page",
+                data.len(),
+                self.pager.db.page_size
+            )));
+        }
+        self.st.dirty.insert(pgno, Dirty::Raw(Arc::from(data)));
+        self.maybe_spill()
+    }
+
+    fn allocate(&mut self) -> Result<Pgno> {
+        freelist::allocate(self)
+    }
+
+    fn free(&mut self, pgno: Pgno) -> Result<()> {
+        self.check_range(pgno)?;
+        if pgno <= 2 {
+            return Err(Error::corrupt(
+                self.pager.db.path.display().to_string(),
+                pgno,
+                "attempt to free the header or catalog page",
+            ));
+        }
+        self.st.dirty.remove(&pgno);
+        self.st.freed.push(pgno);
+        Ok(())
+    }
+}
+
+impl WritePages<'_> {
+    /// Commit: return freed pages to the free list, bump the FCC, encode,
+    /// journal, install. On failure the transaction is undone on storage
+    /// as far as possible.
+    pub fn commit(mut self) -> Result<()> {
+        self.pager.check_poison()?;
+        let freed = std::mem::take(&mut self.st.freed);
+        freelist::release(&mut self, &freed)?;
+        let st = &mut self.st;
+        st.header.fcc += 1;
+        st.header.clean_close = false;
+        st.header.journal_mode = self.pager.cfg.mode.code();
+        if let Err(e) = self.pager.write_commit(st, true) {
+            self.pager.undo_storage(st);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Roll back: drop the private pages and undo any spill.
+    pub fn rollback(self) -> Result<()> {
+        if !self.st.spilled.is_empty() {
+            self.pager.undo_storage(&self.st);
+            self.pager.check_poison()?;
+        }
+        Ok(())
+    }
+}
+
+/// The committed state, for readers.
+pub struct ReadPages<'a> {
+    /// The pager.
+    pub pager: &'a Pager,
+}
+
+impl PageRead for ReadPages<'_> {
+    fn page_size(&self) -> usize {
+        self.pager.db.page_size
+    }
+
+    fn format(&self) -> &dyn NodeFormat {
+        &*self.pager.format
+    }
+
+    fn page_count(&self) -> u32 {
+        self.pager.header().page_count
+    }
+
+    fn node(&self, pgno: Pgno) -> Result<Arc<Node>> {
+        self.pager.committed_node(pgno)
+    }
+
+    fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
+        self.pager.committed_raw(pgno)
+    }
+}

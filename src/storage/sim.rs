@@ -1,0 +1,1 @@
+//! Crash-simulating file system (built by the crash-explorer work).

@@ -1,0 +1,4 @@
+//! Tools built on the engine: the I/O counter, the crash explorer, the
+//! benchmark.
+
+pub mod iostat;
