@@ -65,6 +65,8 @@ pub trait Vfs: Send + Sync {
 
 /// An open file. All methods take `&self`: positional I/O needs no cursor,
 /// so one handle can be shared by readers and the writer.
+// `len` is fallible I/O, not a container length: no `is_empty`.
+#[allow(clippy::len_without_is_empty)]
 pub trait VfsFile: Send + Sync {
     /// The path the file was opened with.
     fn path(&self) -> &Path;
