@@ -3,7 +3,9 @@
 use crate::btree::{self, PageRead, RangeIter, TreeConfig};
 use crate::check::{self, CheckReport};
 use crate::error::{Error, Pgno, Result};
-use crate::journal::{Durability, JournalMode, Recovery, TestFaults};
+use crate::journal::{
+    CheckpointInfo, CheckpointMode, Durability, JournalMode, Recovery, TestFaults,
+};
 use crate::pager::{Pager, PagerConfig, ReadPages, WritePages};
 use crate::storage::{CountingVfs, IoCounters, IoSnapshot, OsVfs, Vfs};
 use parking_lot::Mutex;
@@ -298,8 +300,9 @@ impl Db {
     pub fn begin_read(&self) -> Result<ReadTxn<'_>> {
         let pager = &self.inner().pager;
         pager.locks().begin_read(pager.busy_timeout())?;
+        let snap = pager.begin_read();
         Ok(ReadTxn {
-            pages: ReadPages { pager },
+            pages: ReadPages { pager, snap },
         })
     }
 
@@ -366,8 +369,7 @@ impl Db {
     /// and that together they cover the file exactly once.
     pub fn check(&self) -> Result<CheckReport> {
         let r = self.begin_read()?;
-        let header = self.inner().pager.header();
-        check::check(&r.pages, &header)
+        check::check(&r.pages, &r.pages.snap)
     }
 
     /// Cumulative I/O counters since open.
@@ -383,6 +385,12 @@ impl Db {
     /// I/O of the last committed write transaction (begin to commit).
     pub fn last_commit_io(&self) -> IoSnapshot {
         *self.inner().last_commit_io.lock()
+    }
+
+    /// Run a checkpoint: copy logged pages into the database file (WAL
+    /// modes); a no-op in modes without a log.
+    pub fn checkpoint(&self, mode: CheckpointMode) -> Result<CheckpointInfo> {
+        self.inner().pager.checkpoint(mode)
     }
 
     /// Statistics.
@@ -468,7 +476,7 @@ pub struct ReadTxn<'db> {
 
 impl ReadTxn<'_> {
     fn catalog(&self) -> Pgno {
-        self.pages.pager.header().catalog_root
+        self.pages.snap.catalog_root
     }
 
     /// Read one key.
@@ -506,6 +514,7 @@ impl ReadTxn<'_> {
 
 impl Drop for ReadTxn<'_> {
     fn drop(&mut self) {
+        self.pages.pager.end_read(&self.pages.snap);
         self.pages.pager.locks().end_read();
     }
 }

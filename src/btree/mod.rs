@@ -40,6 +40,9 @@ pub trait PageWrite: PageRead {
     fn allocate(&mut self) -> Result<Pgno>;
     /// Give a page back (it joins the free list at commit).
     fn free(&mut self, pgno: Pgno) -> Result<()>;
+    /// Whether `node` fits on page `pgno` (formats that keep the previous
+    /// version in the page need that page's committed image to tell).
+    fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool>;
 }
 
 /// Tree maintenance switches.
@@ -257,17 +260,6 @@ fn split_point(sizes: &[usize]) -> usize {
     sizes.len() / 2
 }
 
-fn fits<P: PageRead + ?Sized>(p: &P, node: &Node) -> bool {
-    p.format().fits(
-        node,
-        None,
-        &crate::node::EncodeCtx {
-            page_size: p.page_size(),
-            tid: 0,
-        },
-    )
-}
-
 fn used_bytes<P: PageRead + ?Sized>(p: &P, node: &Node) -> usize {
     let f = p.format();
     match node {
@@ -283,7 +275,7 @@ fn store<P: PageWrite + ?Sized>(
     node: Node,
     appended: bool,
 ) -> Result<Option<Split>> {
-    if fits(p, &node) {
+    if p.fits(pgno, &node)? {
         p.put_node(pgno, node)?;
         return Ok(None);
     }
@@ -579,7 +571,7 @@ fn rebalance<P: PageWrite + ?Sized>(
         }
         _ => return Err(corrupt(a, "siblings at different depths")),
     };
-    if (cfg.merge || empty_leaf) && fits(p, &merged) {
+    if (cfg.merge || empty_leaf) && p.fits(a, &merged)? {
         p.put_node(a, merged)?;
         p.free(b)?;
         cells.remove(j);
@@ -624,7 +616,7 @@ fn rebalance<P: PageWrite + ?Sized>(
             )
         }
     };
-    if !fits(p, &left) || !fits(p, &new_right) {
+    if !p.fits(a, &left)? || !p.fits(b, &new_right)? {
         return Ok(false);
     }
     p.put_node(a, left)?;

@@ -15,7 +15,8 @@ pub use rollback::{RollbackJournal, RollbackKind, JOURNAL_HEADER_SIZE, JOURNAL_M
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
 use crate::lock::{LockManager, SqliteLocks};
-use crate::pager::DbFile;
+use crate::node::{NodeFormat, SlottedFormat};
+use crate::pager::{DbFile, Header};
 use crate::storage::{Vfs, VfsFile};
 use std::fmt;
 use std::path::Path;
@@ -104,6 +105,11 @@ impl JournalMode {
     pub fn make_locks(self) -> Arc<dyn LockManager> {
         Arc::new(SqliteLocks::new())
     }
+
+    /// The on-page node layout the mode uses.
+    pub fn node_format(self) -> Arc<dyn NodeFormat> {
+        Arc::new(SlottedFormat)
+    }
 }
 
 impl fmt::Display for JournalMode {
@@ -181,6 +187,40 @@ pub struct CommitSet<'a> {
     pub new_page_count: u32,
     /// Committed images, for schemes that log them.
     pub originals: &'a dyn OriginalSource,
+    /// The committed header before this transaction.
+    pub prev_header: &'a Header,
+    /// The header this transaction commits (also encoded in page 1 of
+    /// `pages` on commit). Modes that keep the FCC elsewhere (WAL frames,
+    /// DHL's embedded metadata) may skip page 1 when only `fcc` and
+    /// `clean_close` differ from `prev_header`.
+    pub header: &'a Header,
+    /// Snapshot (FCC) of the oldest open read transaction; `u64::MAX` if
+    /// none. A WAL checkpoint must not copy frames newer than this.
+    pub oldest_snapshot: u64,
+}
+
+/// Checkpoint flavours (SQLite's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointMode {
+    /// Copy what can be copied without waiting for readers.
+    Passive,
+    /// Wait for readers, copy everything.
+    Full,
+    /// Full, then restart the log from the beginning.
+    Restart,
+    /// Restart, then truncate the log file to zero bytes.
+    Truncate,
+}
+
+/// What a checkpoint did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// Frames in the log.
+    pub log_frames: u64,
+    /// Frames copied into the database file.
+    pub checkpointed: u64,
+    /// Frames that could not be copied because a reader still needs them.
+    pub blocked_by_readers: u64,
 }
 
 /// What recovery found and did at open.
@@ -204,28 +244,55 @@ pub struct RecoverCtx<'a> {
     pub file: &'a Arc<dyn VfsFile>,
 }
 
-/// A recovery scheme.
-pub trait Journal: Send {
+/// A recovery scheme. Methods take `&self` so that readers can fetch
+/// pages (WAL) while a commit is under way; implementations lock inside.
+pub trait Journal: Send + Sync {
     /// Which mode this is.
     fn mode(&self) -> JournalMode;
 
     /// Crash recovery, run at open while the OS lock is held and before
     /// the header page is read. Must itself be crash-safe (idempotent).
-    fn recover(&mut self, ctx: &RecoverCtx<'_>) -> Result<Recovery>;
+    fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery>;
 
     /// Write some pages of a transaction before commit because the cache
     /// is full. Afterwards the database file may hold uncommitted pages;
     /// [`Journal::rollback`] must be able to undo them.
-    fn spill(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
+    fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
 
     /// Make the transaction atomic and durable (per [`Durability`]).
-    fn commit(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
+    fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
 
     /// Undo what [`Journal::spill`] or a failed commit wrote to the database
     /// file, restoring `orig_page_count` pages. A no-op when nothing was
     /// written.
-    fn rollback(&mut self, db: &DbFile, orig_page_count: u32) -> Result<()>;
+    fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()>;
 
     /// Release files at a clean close.
-    fn close(&mut self, db: &DbFile) -> Result<()>;
+    fn close(&self, db: &DbFile) -> Result<()>;
+
+    /// Read the committed image of `pgno` as of `snapshot` (an FCC) into
+    /// `buf`. Schemes that keep newer images outside the database file
+    /// (WAL) override this; the default reads the database file.
+    fn read_page(&self, db: &DbFile, pgno: Pgno, snapshot: u64, buf: &mut [u8]) -> Result<()> {
+        let _ = snapshot;
+        db.read_page(pgno, buf)
+    }
+
+    /// Adjust the header read from page 1 at open with state the mode keeps
+    /// elsewhere (the FCC in WAL frames or in DHL's embedded metadata).
+    fn fixup_header(&self, header: &mut Header) -> Result<()> {
+        let _ = header;
+        Ok(())
+    }
+
+    /// Copy logged pages into the database file (WAL); a no-op elsewhere.
+    fn checkpoint(
+        &self,
+        db: &DbFile,
+        mode: CheckpointMode,
+        oldest_snapshot: u64,
+    ) -> Result<CheckpointInfo> {
+        let _ = (db, mode, oldest_snapshot);
+        Ok(CheckpointInfo::default())
+    }
 }

@@ -6,12 +6,18 @@ use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery};
 use crate::db::Synchronous;
 use crate::error::{Pgno, Result};
 use crate::pager::DbFile;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The OFF scheme.
 pub struct OffJournal {
     sync: Synchronous,
+    st: Mutex<OffState>,
+}
+
+#[derive(Default)]
+struct OffState {
     /// Originals of pages spilled by the current transaction.
     undo: HashMap<Pgno, Arc<[u8]>>,
     spilled: bool,
@@ -22,8 +28,7 @@ impl OffJournal {
     pub fn new(sync: Synchronous) -> Self {
         OffJournal {
             sync,
-            undo: HashMap::new(),
-            spilled: false,
+            st: Mutex::default(),
         }
     }
 }
@@ -33,51 +38,54 @@ impl Journal for OffJournal {
         JournalMode::Off
     }
 
-    fn recover(&mut self, _ctx: &RecoverCtx<'_>) -> Result<Recovery> {
+    fn recover(&self, _ctx: &RecoverCtx<'_>) -> Result<Recovery> {
         Ok(Recovery::default())
     }
 
-    fn spill(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+    fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
         for p in set.pages {
-            if p.pgno <= set.orig_page_count && !self.undo.contains_key(&p.pgno) {
-                self.undo.insert(p.pgno, set.originals.original(p.pgno)?);
+            if p.pgno <= set.orig_page_count && !st.undo.contains_key(&p.pgno) {
+                st.undo.insert(p.pgno, set.originals.original(p.pgno)?);
             }
             db.write_page(p.pgno, &p.data)?;
         }
-        self.spilled = true;
+        st.spilled = true;
         Ok(())
     }
 
-    fn commit(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+    fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         for p in set.pages {
             db.write_page(p.pgno, &p.data)?;
         }
         if set.new_page_count < set.orig_page_count {
-            db.file
+            db.file()
                 .set_len(set.new_page_count as u64 * db.page_size as u64)?;
         }
         if self.sync != Synchronous::Off {
-            db.file.sync_data()?;
+            db.file().sync_data()?;
         }
-        self.undo.clear();
-        self.spilled = false;
+        let mut st = self.st.lock();
+        st.undo.clear();
+        st.spilled = false;
         Ok(())
     }
 
-    fn rollback(&mut self, db: &DbFile, orig_page_count: u32) -> Result<()> {
-        if self.spilled {
-            for (pgno, img) in self.undo.drain() {
+    fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()> {
+        let mut st = self.st.lock();
+        if st.spilled {
+            for (pgno, img) in st.undo.drain() {
                 db.write_page(pgno, &img)?;
             }
-            db.file
+            db.file()
                 .set_len(orig_page_count as u64 * db.page_size as u64)?;
         }
-        self.undo.clear();
-        self.spilled = false;
+        st.undo.clear();
+        st.spilled = false;
         Ok(())
     }
 
-    fn close(&mut self, _db: &DbFile) -> Result<()> {
+    fn close(&self, _db: &DbFile) -> Result<()> {
         Ok(())
     }
 }

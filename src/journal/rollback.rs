@@ -29,6 +29,7 @@ use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
 use crate::pager::DbFile;
 use crate::storage::{parent_dir, with_suffix, OpenFlags, Vfs, VfsFile};
+use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,6 +55,11 @@ pub struct RollbackJournal {
     kind: RollbackKind,
     sync: Synchronous,
     faults: TestFaults,
+    st: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
     file: Option<Arc<dyn VfsFile>>,
     /// The current transaction: salt, records written, pages journaled.
     salt: u64,
@@ -106,11 +112,7 @@ impl RollbackJournal {
             kind,
             sync,
             faults,
-            file: None,
-            salt: 0,
-            records: 0,
-            journaled: HashSet::new(),
-            db_dirty: false,
+            st: Mutex::default(),
         }
     }
 
@@ -125,46 +127,46 @@ impl RollbackJournal {
     /// Write the originals of the pages in `set` that are not journaled
     /// yet, then sync the journal: after this the database file may be
     /// overwritten.
-    fn journal_originals(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+    fn journal_originals(&self, st: &mut State, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         let ps = db.page_size;
         let mut buf = Vec::new();
-        let first = self.file.is_none() || self.records == 0 && self.journaled.is_empty();
+        let first = st.file.is_none() || st.records == 0 && st.journaled.is_empty();
         let mut created = false;
-        if self.file.is_none() {
+        if st.file.is_none() {
             let path = Self::path(&db.path);
             created = !db.vfs.exists(&path)?;
-            self.file = Some(db.vfs.open(&path, OpenFlags::CREATE)?);
+            st.file = Some(db.vfs.open(&path, OpenFlags::CREATE)?);
         }
         if first {
-            self.salt = rand::random::<u64>() | 1;
+            st.salt = rand::random::<u64>() | 1;
             let mut h = vec![0u8; JOURNAL_HEADER_SIZE as usize];
             h[0..8].copy_from_slice(JOURNAL_MAGIC);
             h[8..12].copy_from_slice(&(ps as u32).to_be_bytes());
             h[12..16].copy_from_slice(&set.orig_page_count.to_be_bytes());
-            h[16..24].copy_from_slice(&self.salt.to_be_bytes());
+            h[16..24].copy_from_slice(&st.salt.to_be_bytes());
             h[24..32].copy_from_slice(&set.tid.to_be_bytes());
             let crc = header_crc(&h);
             h[32..36].copy_from_slice(&crc.to_be_bytes());
             buf.extend_from_slice(&h);
         }
-        let start = JOURNAL_HEADER_SIZE + self.records * (ps as u64 + 8);
+        let start = JOURNAL_HEADER_SIZE + st.records * (ps as u64 + 8);
         let offset = if first { 0 } else { start };
         for p in set.pages {
             // Pages past the original end need no undo: rollback truncates.
-            if p.pgno > set.orig_page_count || self.journaled.contains(&p.pgno) {
+            if p.pgno > set.orig_page_count || st.journaled.contains(&p.pgno) {
                 continue;
             }
             let orig = set.originals.original(p.pgno)?;
             buf.extend_from_slice(&p.pgno.to_be_bytes());
             buf.extend_from_slice(&orig);
-            buf.extend_from_slice(&record_crc(self.salt, p.pgno, &orig).to_be_bytes());
-            self.journaled.insert(p.pgno);
-            self.records += 1;
+            buf.extend_from_slice(&record_crc(st.salt, p.pgno, &orig).to_be_bytes());
+            st.journaled.insert(p.pgno);
+            st.records += 1;
         }
         if buf.is_empty() {
             return Ok(());
         }
-        let file = self.file.as_ref().expect("journal opened above");
+        let file = st.file.as_ref().expect("journal opened above");
         file.write_at(&buf, offset)?;
         if self.syncs() && !self.faults.skip_journal_sync {
             file.sync_data()?;
@@ -178,16 +180,16 @@ impl RollbackJournal {
     }
 
     /// Invalidate the journal: the transaction is committed (or rolled back).
-    fn finish(&mut self, vfs: &Arc<dyn Vfs>, db_path: &Path) -> Result<()> {
-        self.records = 0;
-        self.journaled.clear();
-        self.db_dirty = false;
-        let Some(file) = self.file.clone() else {
+    fn finish(&self, st: &mut State, vfs: &Arc<dyn Vfs>, db_path: &Path) -> Result<()> {
+        st.records = 0;
+        st.journaled.clear();
+        st.db_dirty = false;
+        let Some(file) = st.file.clone() else {
             return Ok(());
         };
         match self.kind {
             RollbackKind::Delete => {
-                self.file = None;
+                st.file = None;
                 drop(file);
                 vfs.remove(&Self::path(db_path))?;
                 if self.sync == Synchronous::Extra {
@@ -259,17 +261,18 @@ impl Journal for RollbackJournal {
         }
     }
 
-    fn recover(&mut self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
+    fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
         let jpath = Self::path(ctx.path);
         if !ctx.vfs.exists(&jpath)? {
             return Ok(Recovery::default());
         }
         let journal = ctx.vfs.open(&jpath, OpenFlags::EXISTING)?;
         let restored = self.play_back(&journal, ctx.file)?;
+        let mut st = self.st.lock();
         // Invalidate it the way this mode does (a journal a crashed
         // session of another rollback mode left behind works the same).
-        self.file = Some(journal);
-        self.finish(ctx.vfs, ctx.path)?;
+        st.file = Some(journal);
+        self.finish(&mut st, ctx.vfs, ctx.path)?;
         Ok(match restored {
             Some(n) => Recovery {
                 recovered: true,
@@ -280,38 +283,41 @@ impl Journal for RollbackJournal {
         })
     }
 
-    fn spill(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
-        self.journal_originals(db, set)?;
-        self.db_dirty = true;
+    fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        self.journal_originals(&mut st, db, set)?;
+        st.db_dirty = true;
         for p in set.pages {
             db.write_page(p.pgno, &p.data)?;
         }
         Ok(())
     }
 
-    fn commit(&mut self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
-        self.journal_originals(db, set)?;
-        self.db_dirty = true;
+    fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        self.journal_originals(&mut st, db, set)?;
+        st.db_dirty = true;
         for p in set.pages {
             db.write_page(p.pgno, &p.data)?;
         }
         if set.new_page_count < set.orig_page_count {
-            db.file
+            db.file()
                 .set_len(set.new_page_count as u64 * db.page_size as u64)?;
         }
         if self.syncs() {
-            db.file.sync_data()?;
+            db.file().sync_data()?;
         }
-        self.finish(&db.vfs, &db.path)
+        self.finish(&mut st, &db.vfs, &db.path)
     }
 
-    fn rollback(&mut self, db: &DbFile, orig_page_count: u32) -> Result<()> {
-        if !self.db_dirty {
-            return self.finish(&db.vfs, &db.path);
+    fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()> {
+        let mut st = self.st.lock();
+        if !st.db_dirty {
+            return self.finish(&mut st, &db.vfs, &db.path);
         }
-        match self.file.clone() {
+        match st.file.clone() {
             Some(j) => {
-                if self.play_back(&j, &db.file)?.is_none() {
+                if self.play_back(&j, &db.file())?.is_none() {
                     return Err(Error::corrupt(
                         Self::path(&db.path).display().to_string(),
                         0,
@@ -320,17 +326,17 @@ impl Journal for RollbackJournal {
                 }
             }
             None => db
-                .file
+                .file()
                 .set_len(orig_page_count as u64 * db.page_size as u64)?,
         }
-        self.finish(&db.vfs, &db.path)
+        self.finish(&mut st, &db.vfs, &db.path)
     }
 
-    fn close(&mut self, db: &DbFile) -> Result<()> {
+    fn close(&self, db: &DbFile) -> Result<()> {
         // A PERSIST/TRUNCATE journal stays on disk between transactions,
         // as in SQLite; only the handle is released.
         let _ = db;
-        self.file = None;
+        self.st.lock().file = None;
         Ok(())
     }
 }

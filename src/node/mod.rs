@@ -156,4 +156,10 @@ pub trait NodeFormat: Send + Sync {
 
     /// Largest leaf cell kept inline; bigger values go to overflow pages.
     fn max_inline_cell(&self, page_size: usize) -> usize;
+
+    /// Whether [`NodeFormat::encode`] needs the page's previous image
+    /// (formats that keep the previous version inside the page).
+    fn needs_base(&self) -> bool {
+        false
+    }
 }

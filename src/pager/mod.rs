@@ -24,8 +24,8 @@ use crate::btree::{PageRead, PageWrite};
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    CommitSet, Journal, JournalMode, OriginalSource, PageImage, RecoverCtx, Recovery,
-    RollbackJournal, RollbackKind, TestFaults,
+    CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, OriginalSource, PageImage,
+    RecoverCtx, Recovery, RollbackJournal, RollbackKind, TestFaults,
 };
 use crate::lock::LockManager;
 use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat, SlottedFormat};
@@ -42,25 +42,47 @@ pub struct DbFile {
     pub vfs: Arc<dyn Vfs>,
     /// Database path.
     pub path: PathBuf,
-    /// Open database file.
-    pub file: Arc<dyn VfsFile>,
+    /// Open database file; replaceable because DASH's Atomic Exchange
+    /// renames another inode to the database name at every commit.
+    file: parking_lot::RwLock<Arc<dyn VfsFile>>,
     /// Page size in bytes.
     pub page_size: usize,
 }
 
 impl DbFile {
+    /// A database file handle.
+    pub fn new(vfs: Arc<dyn Vfs>, path: PathBuf, file: Arc<dyn VfsFile>, page_size: usize) -> Self {
+        DbFile {
+            vfs,
+            path,
+            file: parking_lot::RwLock::new(file),
+            page_size,
+        }
+    }
+
+    /// The open database file.
+    pub fn file(&self) -> Arc<dyn VfsFile> {
+        self.file.read().clone()
+    }
+
+    /// Replace the open handle (after a rename put another file at the
+    /// database path).
+    pub fn set_file(&self, f: Arc<dyn VfsFile>) {
+        *self.file.write() = f;
+    }
+
     fn offset(&self, pgno: Pgno) -> u64 {
         (pgno as u64 - 1) * self.page_size as u64
     }
 
     /// Read page `pgno` into `buf` (one page).
     pub fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
-        self.file.read_exact_at(buf, self.offset(pgno), pgno)
+        self.file().read_exact_at(buf, self.offset(pgno), pgno)
     }
 
     /// Write one page image.
     pub fn write_page(&self, pgno: Pgno, data: &[u8]) -> Result<()> {
-        self.file.write_at(data, self.offset(pgno))
+        self.file().write_at(data, self.offset(pgno))
     }
 }
 
@@ -86,6 +108,12 @@ pub struct PagerConfig {
 struct Shared {
     cache: PageCache,
     header: Header,
+    /// TID of the last commit that wrote each page (this session). A
+    /// reader whose snapshot is older than that must not use the cached
+    /// (newest) image; it asks the journal for the version it may see.
+    page_tid: HashMap<Pgno, u64>,
+    /// Open read transactions by snapshot.
+    readers: std::collections::BTreeMap<u64, usize>,
 }
 
 /// The pager of one open database.
@@ -94,7 +122,9 @@ pub struct Pager {
     pub db: DbFile,
     format: Arc<dyn NodeFormat>,
     shared: Mutex<Shared>,
-    journal: Mutex<Box<dyn Journal>>,
+    journal: Box<dyn Journal>,
+    /// Serializes commits, spills and rollbacks.
+    commit_lock: Mutex<()>,
     poisoned: Mutex<Option<String>>,
     locks: Arc<dyn LockManager>,
     cfg: PagerConfig,
@@ -137,7 +167,7 @@ impl Pager {
         let file = vfs.open(path, OpenFlags::CREATE)?;
         // One process at a time: a second one gets Locked (after waiting).
         wait_os_lock(&file, path, cfg.busy_timeout)?;
-        let mut journal = cfg.mode.make_journal(cfg.sync, cfg.faults);
+        let journal = cfg.mode.make_journal(cfg.sync, cfg.faults);
         let ctx = RecoverCtx {
             vfs: &vfs,
             path,
@@ -149,7 +179,7 @@ impl Pager {
             JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist
         ) && vfs.exists(&with_suffix(path, "-journal"))?
         {
-            let mut j = RollbackJournal::new(RollbackKind::Delete, cfg.sync, TestFaults::default());
+            let j = RollbackJournal::new(RollbackKind::Delete, cfg.sync, TestFaults::default());
             j.recover(&ctx)?
         } else {
             Recovery::default()
@@ -166,7 +196,15 @@ impl Pager {
         let header = if fresh {
             Self::initialize(&vfs, path, &file, &cfg, existed)?
         } else {
-            Header::read_from(&probe[..n], &path.display().to_string())?
+            let mut h = Header::read_from(&probe[..n], &path.display().to_string())?;
+            // The mode may hold a newer page 1 (WAL) or FCC (DHL).
+            let ps = h.page_size as usize;
+            let dbf = DbFile::new(vfs.clone(), path.to_path_buf(), file.clone(), ps);
+            let mut page1 = vec![0u8; ps];
+            journal.read_page(&dbf, 1, u64::MAX, &mut page1)?;
+            h = Header::read_from(&page1, &path.display().to_string())?;
+            journal.fixup_header(&mut h)?;
+            h
         };
         let ps = header.page_size as usize;
         let needed = header.page_count as u64 * ps as u64;
@@ -183,18 +221,16 @@ impl Pager {
         let opened_after_crash = !fresh && !header.clean_close;
         let cache_pages = (cfg.cache_pages).max(16);
         Ok(Pager {
-            db: DbFile {
-                vfs,
-                path: path.to_path_buf(),
-                file,
-                page_size: ps,
-            },
-            format: Arc::new(SlottedFormat),
+            db: DbFile::new(vfs, path.to_path_buf(), file, ps),
+            format: cfg.mode.node_format(),
             shared: Mutex::new(Shared {
                 cache: PageCache::new(cache_pages),
                 header,
+                page_tid: HashMap::new(),
+                readers: Default::default(),
             }),
-            journal: Mutex::new(journal),
+            journal,
+            commit_lock: Mutex::new(()),
             poisoned: Mutex::new(None),
             locks: cfg.mode.make_locks(),
             cfg: PagerConfig { cache_pages, ..cfg },
@@ -312,58 +348,108 @@ impl Pager {
         )
     }
 
-    fn read_from_file(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
-        let mut buf = vec![0u8; self.db.page_size];
-        self.db.read_page(pgno, &mut buf)?;
-        Ok(Arc::from(buf))
+    /// Committed image of a page as of `snap` (a reader's header; `None`:
+    /// the newest commit).
+    pub fn committed_raw(&self, pgno: Pgno, snap: Option<&Header>) -> Result<Arc<[u8]>> {
+        self.load(pgno, snap, false).map(|(raw, _)| raw)
     }
 
-    /// Committed image of a page.
-    pub fn committed_raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
+    /// Committed logical view of a tree page as of `snap`.
+    pub fn committed_node(&self, pgno: Pgno, snap: Option<&Header>) -> Result<Arc<Node>> {
+        if pgno < 2 {
+            let count = snap.map_or_else(|| self.header().page_count, |h| h.page_count);
+            return Err(self.out_of_range(pgno, count));
+        }
+        let (_, node) = self.load(pgno, snap, true)?;
+        Ok(node.expect("load decodes when asked"))
+    }
+
+    fn load(&self, pgno: Pgno, snap: Option<&Header>, want_node: bool) -> Result<Loaded> {
         let mut sh = self.shared.lock();
-        if pgno == 0 || pgno > sh.header.page_count {
-            return Err(self.out_of_range(pgno, sh.header.page_count));
+        let h = *snap.unwrap_or(&sh.header);
+        if pgno == 0 || pgno > h.page_count {
+            return Err(self.out_of_range(pgno, h.page_count));
+        }
+        let ctx = self.decode_ctx(h.fcc);
+        let decode = |raw: &[u8]| -> Result<Option<Arc<Node>>> {
+            Ok(if want_node {
+                Some(Arc::new(self.format.decode(pgno, raw, &ctx)?))
+            } else {
+                None
+            })
+        };
+        if sh.page_tid.get(&pgno).is_some_and(|&t| t > h.fcc) {
+            // Changed after this snapshot: the cached image is too new.
+            drop(sh);
+            let raw = self.read_committed(pgno, h.fcc)?;
+            let node = decode(&raw)?;
+            return Ok((raw, node));
         }
         if let Some(p) = sh.cache.get(pgno) {
-            return Ok(p.raw.clone());
+            if !want_node || p.node.is_some() {
+                return Ok((p.raw.clone(), p.node.clone()));
+            }
+            let raw = p.raw.clone();
+            let node = decode(&raw)?;
+            if let Some(p) = sh.cache.get(pgno) {
+                p.node = node.clone();
+            }
+            return Ok((raw, node));
         }
-        let raw = self.read_from_file(pgno)?;
+        let raw = self.read_committed(pgno, sh.header.fcc)?;
+        let node = decode(&raw)?;
         sh.cache.put(
             pgno,
             CachedPage {
                 raw: raw.clone(),
-                node: None,
+                node: node.clone(),
             },
         );
-        Ok(raw)
+        Ok((raw, node))
     }
 
-    /// Committed logical view of a tree page.
-    pub fn committed_node(&self, pgno: Pgno) -> Result<Arc<Node>> {
+    fn read_committed(&self, pgno: Pgno, snapshot: u64) -> Result<Arc<[u8]>> {
+        let mut buf = vec![0u8; self.db.page_size];
+        self.journal.read_page(&self.db, pgno, snapshot, &mut buf)?;
+        Ok(Arc::from(buf))
+    }
+
+    /// Register a read transaction; returns the header of its snapshot.
+    pub fn begin_read(&self) -> Header {
         let mut sh = self.shared.lock();
-        let count = sh.header.page_count;
-        if pgno < 2 || pgno > count {
-            return Err(self.out_of_range(pgno, count));
-        }
-        let ctx = self.decode_ctx(sh.header.fcc);
-        if let Some(p) = sh.cache.get(pgno) {
-            if let Some(n) = &p.node {
-                return Ok(n.clone());
+        let h = sh.header;
+        *sh.readers.entry(h.fcc).or_insert(0) += 1;
+        h
+    }
+
+    /// Unregister a read transaction.
+    pub fn end_read(&self, snap: &Header) {
+        let mut sh = self.shared.lock();
+        if let Some(n) = sh.readers.get_mut(&snap.fcc) {
+            *n -= 1;
+            if *n == 0 {
+                sh.readers.remove(&snap.fcc);
             }
-            let n = Arc::new(self.format.decode(pgno, &p.raw, &ctx)?);
-            p.node = Some(n.clone());
-            return Ok(n);
         }
-        let raw = self.read_from_file(pgno)?;
-        let n = Arc::new(self.format.decode(pgno, &raw, &ctx)?);
-        sh.cache.put(
-            pgno,
-            CachedPage {
-                raw,
-                node: Some(n.clone()),
-            },
-        );
-        Ok(n)
+    }
+
+    /// Snapshot of the oldest open reader (`u64::MAX` if none).
+    pub fn oldest_snapshot(&self) -> u64 {
+        self.shared
+            .lock()
+            .readers
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Run a checkpoint (WAL); a no-op in modes without a log.
+    pub fn checkpoint(&self, mode: CheckpointMode) -> Result<CheckpointInfo> {
+        self.check_poison()?;
+        let _g = self.commit_lock.lock();
+        self.journal
+            .checkpoint(&self.db, mode, self.oldest_snapshot())
     }
 
     /// Start a write transaction's page state (the caller holds the
@@ -381,18 +467,35 @@ impl Pager {
         })
     }
 
-    fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty) -> Result<Arc<[u8]>> {
+    /// The image a format encodes over: the page as it is on storage for
+    /// this transaction (spilled, or committed). Only formats that keep
+    /// versions inside the page ask for it.
+    fn base_image(&self, st: &WriteState, pgno: Pgno) -> Result<Option<Arc<[u8]>>> {
+        if !self.format.needs_base() {
+            return Ok(None);
+        }
+        if st.spilled.contains(&pgno) {
+            return self.read_committed(pgno, st.header.fcc + 1).map(Some);
+        }
+        if pgno <= st.orig_header.page_count {
+            return self.committed_raw(pgno, None).map(Some);
+        }
+        Ok(None)
+    }
+
+    fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty, tid: u64) -> Result<Arc<[u8]>> {
         match d {
             Dirty::Raw(r) => Ok(r.clone()),
             Dirty::Node(n) => {
+                let base = self.base_image(st, pgno)?;
                 let mut out = vec![0u8; self.db.page_size];
                 self.format.encode(
                     pgno,
                     n,
-                    None,
+                    base.as_deref(),
                     &EncodeCtx {
                         page_size: self.db.page_size,
-                        tid: st.header.fcc + 1,
+                        tid,
                     },
                     &mut out,
                 )?;
@@ -412,24 +515,29 @@ impl Pager {
     /// Write the dirty set through the journal before commit.
     fn spill(&self, st: &mut WriteState) -> Result<()> {
         self.take_exclusive(st)?;
+        let _g = self.commit_lock.lock();
+        let tid = st.header.fcc + 1;
         let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().collect();
         pgnos.sort_unstable();
         let mut pages = Vec::with_capacity(pgnos.len());
         for &p in &pgnos {
             pages.push(PageImage {
                 pgno: p,
-                data: self.encode_dirty(st, p, &st.dirty[&p])?,
+                data: self.encode_dirty(st, p, &st.dirty[&p], tid)?,
             });
         }
         let src = Originals { pager: self };
         let set = CommitSet {
-            tid: st.header.fcc + 1,
+            tid,
             pages: &pages,
             orig_page_count: st.orig_header.page_count,
             new_page_count: st.header.page_count,
             originals: &src,
+            prev_header: &st.orig_header,
+            header: &st.header,
+            oldest_snapshot: self.oldest_snapshot(),
         };
-        self.journal.lock().spill(&self.db, &set)?;
+        self.journal.spill(&self.db, &set)?;
         for p in pgnos {
             st.dirty.remove(&p);
             st.spilled.insert(p);
@@ -439,41 +547,23 @@ impl Pager {
 
     /// Write the header (and dirty pages) through the journal and install
     /// the new state. `st.header` already carries the new FCC.
-    fn write_commit(&self, st: &mut WriteState, install: bool) -> Result<()> {
-        let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().collect();
+    fn write_commit(&self, st: &mut WriteState) -> Result<()> {
+        self.take_exclusive(st)?;
+        let _g = self.commit_lock.lock();
+        let tid = st.header.fcc;
+        let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().filter(|&p| p != 1).collect();
         pgnos.sort_unstable();
         let mut pages = Vec::with_capacity(pgnos.len() + 1);
-        let mut p1 = match st.dirty.get(&1) {
-            Some(Dirty::Raw(r)) => r.to_vec(),
-            _ => self.committed_raw(1)?.to_vec(),
-        };
+        let mut p1 = self.committed_raw(1, None)?.to_vec();
         st.header.write_to(&mut p1);
         pages.push(PageImage {
             pgno: 1,
             data: Arc::from(p1),
         });
-        let tid = st.header.fcc;
-        for &p in pgnos.iter().filter(|&&p| p != 1) {
-            let data = match &st.dirty[&p] {
-                Dirty::Raw(r) => r.clone(),
-                Dirty::Node(n) => {
-                    let mut out = vec![0u8; self.db.page_size];
-                    self.format.encode(
-                        p,
-                        n,
-                        None,
-                        &EncodeCtx {
-                            page_size: self.db.page_size,
-                            tid,
-                        },
-                        &mut out,
-                    )?;
-                    Arc::from(out)
-                }
-            };
+        for &p in &pgnos {
+            let data = self.encode_dirty(st, p, &st.dirty[&p], tid)?;
             pages.push(PageImage { pgno: p, data });
         }
-        self.take_exclusive(st)?;
         let src = Originals { pager: self };
         let set = CommitSet {
             tid,
@@ -481,39 +571,39 @@ impl Pager {
             orig_page_count: st.orig_header.page_count,
             new_page_count: st.header.page_count,
             originals: &src,
+            prev_header: &st.orig_header,
+            header: &st.header,
+            oldest_snapshot: self.oldest_snapshot(),
         };
-        self.journal.lock().commit(&self.db, &set)?;
-        if install {
-            let mut sh = self.shared.lock();
-            for p in &st.spilled {
-                sh.cache.remove(*p);
-            }
-            for img in pages {
-                let node = match st.dirty.get(&img.pgno) {
-                    Some(Dirty::Node(n)) => Some(n.clone()),
-                    _ => None,
-                };
-                sh.cache.put(
-                    img.pgno,
-                    CachedPage {
-                        raw: img.data,
-                        node,
-                    },
-                );
-            }
-            sh.cache.truncate(st.header.page_count);
-            sh.header = st.header;
+        self.journal.commit(&self.db, &set)?;
+        let mut sh = self.shared.lock();
+        for &p in &st.spilled {
+            sh.cache.remove(p);
+            sh.page_tid.insert(p, tid);
         }
+        for img in pages {
+            let node = match st.dirty.get(&img.pgno) {
+                Some(Dirty::Node(n)) => Some(n.clone()),
+                _ => None,
+            };
+            sh.page_tid.insert(img.pgno, tid);
+            sh.cache.put(
+                img.pgno,
+                CachedPage {
+                    raw: img.data,
+                    node,
+                },
+            );
+        }
+        sh.cache.truncate(st.header.page_count);
+        sh.header = st.header;
         Ok(())
     }
 
     /// Undo storage effects of a failed commit or a spilled transaction.
     fn undo_storage(&self, st: &WriteState) {
-        let r = self
-            .journal
-            .lock()
-            .rollback(&self.db, st.orig_header.page_count);
-        if let Err(e) = r {
+        let _g = self.commit_lock.lock();
+        if let Err(e) = self.journal.rollback(&self.db, st.orig_header.page_count) {
             *self.poisoned.lock() = Some(e.to_string());
         }
         // Cached committed pages are still right; pages past the original
@@ -529,16 +619,17 @@ impl Pager {
         if !h.clean_close {
             self.locks.begin_write(self.cfg.busy_timeout)?;
             let mut st = self.begin_write()?;
+            st.header.fcc += 1;
             st.header.clean_close = true;
-            let r = self.write_commit(&mut st, true);
+            let r = self.write_commit(&mut st);
             if r.is_err() {
                 self.undo_storage(&st);
             }
             self.locks.end_write();
             r?;
         }
-        self.journal.lock().close(&self.db)?;
-        self.db.file.unlock()?;
+        self.journal.close(&self.db)?;
+        self.db.file().unlock()?;
         Ok(())
     }
 }
@@ -550,9 +641,12 @@ struct Originals<'a> {
 
 impl OriginalSource for Originals<'_> {
     fn original(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
-        self.pager.committed_raw(pgno)
+        self.pager.committed_raw(pgno, None)
     }
 }
+
+/// A page image and, when asked for, its decoded node.
+type Loaded = (Arc<[u8]>, Option<Arc<Node>>);
 
 /// A private dirty page.
 #[derive(Clone)]
@@ -644,24 +738,28 @@ impl PageRead for WritePages<'_> {
             None => {}
         }
         if self.st.spilled.contains(&pgno) {
-            let raw = self.pager.read_from_file(pgno)?;
+            let raw = self.pager.read_committed(pgno, self.st.header.fcc + 1)?;
             let ctx = self.pager.decode_ctx(self.st.header.fcc + 1);
             return Ok(Arc::new(self.pager.format.decode(pgno, &raw, &ctx)?));
         }
-        self.pager.committed_node(pgno)
+        self.pager.committed_node(pgno, None)
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
         self.check_range(pgno)?;
         match self.st.dirty.get(&pgno) {
             Some(Dirty::Raw(r)) => return Ok(r.clone()),
-            Some(d @ Dirty::Node(_)) => return self.pager.encode_dirty(&self.st, pgno, d),
+            Some(d @ Dirty::Node(_)) => {
+                return self
+                    .pager
+                    .encode_dirty(&self.st, pgno, d, self.st.header.fcc + 1)
+            }
             None => {}
         }
         if self.st.spilled.contains(&pgno) {
-            return self.pager.read_from_file(pgno);
+            return self.pager.read_committed(pgno, self.st.header.fcc + 1);
         }
-        self.pager.committed_raw(pgno)
+        self.pager.committed_raw(pgno, None)
     }
 }
 
@@ -687,6 +785,18 @@ impl PageWrite for WritePages<'_> {
 
     fn allocate(&mut self) -> Result<Pgno> {
         freelist::allocate(self)
+    }
+
+    fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool> {
+        let base = self.pager.base_image(&self.st, pgno)?;
+        Ok(self.pager.format.fits(
+            node,
+            base.as_deref(),
+            &EncodeCtx {
+                page_size: self.pager.db.page_size,
+                tid: self.st.header.fcc + 1,
+            },
+        ))
     }
 
     fn free(&mut self, pgno: Pgno) -> Result<()> {
@@ -716,7 +826,7 @@ impl WritePages<'_> {
         st.header.fcc += 1;
         st.header.clean_close = false;
         st.header.journal_mode = self.pager.cfg.mode.code();
-        if let Err(e) = self.pager.write_commit(st, true) {
+        if let Err(e) = self.pager.write_commit(st) {
             self.pager.undo_storage(st);
             return Err(e);
         }
@@ -733,10 +843,12 @@ impl WritePages<'_> {
     }
 }
 
-/// The committed state, for readers.
+/// The committed state as of a snapshot, for readers.
 pub struct ReadPages<'a> {
     /// The pager.
     pub pager: &'a Pager,
+    /// The header of the snapshot (its FCC and page count).
+    pub snap: Header,
 }
 
 impl PageRead for ReadPages<'_> {
@@ -749,14 +861,14 @@ impl PageRead for ReadPages<'_> {
     }
 
     fn page_count(&self) -> u32 {
-        self.pager.header().page_count
+        self.snap.page_count
     }
 
     fn node(&self, pgno: Pgno) -> Result<Arc<Node>> {
-        self.pager.committed_node(pgno)
+        self.pager.committed_node(pgno, Some(&self.snap))
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
-        self.pager.committed_raw(pgno)
+        self.pager.committed_raw(pgno, Some(&self.snap))
     }
 }
