@@ -822,6 +822,16 @@ impl WritePages<'_> {
         self.pager.check_poison()?;
         let freed = std::mem::take(&mut self.st.freed);
         freelist::release(&mut self, &freed)?;
+        // Pages allocated and freed again by this transaction were never
+        // written; write them (zeroed) so the file covers the page count.
+        let ps = self.pager.db.page_size;
+        for p in self.st.orig_header.page_count + 1..=self.st.header.page_count {
+            if !self.st.dirty.contains_key(&p) && !self.st.spilled.contains(&p) {
+                self.st
+                    .dirty
+                    .insert(p, Dirty::Raw(Arc::from(vec![0u8; ps])));
+            }
+        }
         let st = &mut self.st;
         st.header.fcc += 1;
         st.header.clean_close = false;
