@@ -4,7 +4,7 @@ use crate::btree::{self, PageRead, RangeIter, TreeConfig};
 use crate::check::{self, CheckReport};
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    CheckpointInfo, CheckpointMode, Durability, JournalMode, Recovery, TestFaults,
+    CheckpointInfo, CheckpointMode, Durability, JournalMode, ModeOptions, Recovery, TestFaults,
 };
 use crate::pager::{Pager, PagerConfig, ReadPages, WritePages};
 use crate::storage::{CountingVfs, IoCounters, IoSnapshot, OsVfs, Vfs};
@@ -88,6 +88,9 @@ pub struct Options {
     pub tree: TreeConfig,
     /// File system to use (default: the OS).
     pub vfs: Option<Arc<dyn Vfs>>,
+    /// Options of the journal mode (e.g. `wal_autocheckpoint`); set them
+    /// with [`Options::set`]. The mode rejects names it does not know.
+    pub mode_opts: ModeOptions,
     /// Deliberate breakage for testing the crash explorer. Never set this.
     #[doc(hidden)]
     pub faults: TestFaults,
@@ -104,6 +107,7 @@ impl Default for Options {
             create: true,
             tree: TreeConfig::default(),
             vfs: None,
+            mode_opts: ModeOptions::default(),
             faults: TestFaults::default(),
         }
     }
@@ -119,6 +123,7 @@ impl fmt::Debug for Options {
             .field("busy_timeout", &self.busy_timeout)
             .field("create", &self.create)
             .field("tree", &self.tree)
+            .field("mode_opts", &self.mode_opts)
             .finish_non_exhaustive()
     }
 }
@@ -163,7 +168,8 @@ impl Options {
     /// Set an option by name, as the CLI and benchmark spell them:
     /// `journal_mode`, `synchronous`, `page_size`, `cache_size` (bytes, or
     /// negative KiB like SQLite), `busy_timeout` (ms), `merge`,
-    /// `redistribute`.
+    /// `redistribute`; any other name is kept as a journal-mode option and
+    /// checked by the mode at open.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let bad = || Error::InvalidArgument(format!("bad value {value:?} for option {key}"));
         let boolean = |v: &str| match v {
@@ -188,7 +194,7 @@ impl Options {
             }
             "merge" => self.tree.merge = boolean(value)?,
             "redistribute" => self.tree.redistribute = boolean(value)?,
-            _ => return Err(Error::InvalidArgument(format!("unknown option {key:?}"))),
+            _ => self.mode_opts.0.push((key.to_string(), value.to_string())),
         }
         Ok(())
     }
@@ -250,6 +256,7 @@ impl Db {
             sync: opts.synchronous,
             create: opts.create,
             faults: opts.faults,
+            mode_opts: opts.mode_opts.clone(),
         };
         let pager = Pager::open(vfs, &path, cfg)?;
         Ok(Db {

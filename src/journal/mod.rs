@@ -85,20 +85,30 @@ impl JournalMode {
         }
     }
 
-    /// Create the mode's journal object.
-    pub fn make_journal(self, sync: Synchronous, faults: TestFaults) -> Box<dyn Journal> {
-        match self {
-            JournalMode::Off => Box::new(OffJournal::new(sync)),
-            JournalMode::Delete => {
-                Box::new(RollbackJournal::new(RollbackKind::Delete, sync, faults))
+    /// Create the mode's journal object. `opts` are the mode-specific
+    /// options (`wal_autocheckpoint=100`, ...); a mode rejects the ones it
+    /// does not know.
+    pub fn make_journal(
+        self,
+        sync: Synchronous,
+        faults: TestFaults,
+        opts: &ModeOptions,
+    ) -> Result<Box<dyn Journal>> {
+        Ok(match self {
+            JournalMode::Off => {
+                opts.reject_all(self)?;
+                Box::new(OffJournal::new(sync))
             }
-            JournalMode::Truncate => {
-                Box::new(RollbackJournal::new(RollbackKind::Truncate, sync, faults))
+            JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist => {
+                opts.reject_all(self)?;
+                let kind = match self {
+                    JournalMode::Delete => RollbackKind::Delete,
+                    JournalMode::Truncate => RollbackKind::Truncate,
+                    _ => RollbackKind::Persist,
+                };
+                Box::new(RollbackJournal::new(kind, sync, faults))
             }
-            JournalMode::Persist => {
-                Box::new(RollbackJournal::new(RollbackKind::Persist, sync, faults))
-            }
-        }
+        })
     }
 
     /// The concurrency protocol the mode runs with.
@@ -133,6 +143,58 @@ impl FromStr for JournalMode {
                     names.join(", ")
                 ))
             })
+    }
+}
+
+/// Options that only some modes understand, as `name=value` pairs in the
+/// order given. Each mode parses its own and rejects the rest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModeOptions(pub Vec<(String, String)>);
+
+impl ModeOptions {
+    /// The last value given for `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Parse the last value given for `name`, or `default`.
+    pub fn parse_or<T: FromStr>(&self, name: &str, default: T) -> Result<T> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| Error::InvalidArgument(format!("bad value {v:?} for option {name}"))),
+        }
+    }
+
+    /// A boolean option (`1/0`, `on/off`, `true/false`, `yes/no`).
+    pub fn flag_or(&self, name: &str, default: bool) -> Result<bool> {
+        match self.get(name) {
+            None => Ok(default),
+            Some("1" | "on" | "true" | "yes") => Ok(true),
+            Some("0" | "off" | "false" | "no") => Ok(false),
+            Some(v) => Err(Error::InvalidArgument(format!(
+                "bad value {v:?} for option {name}"
+            ))),
+        }
+    }
+
+    /// Fail if any option is not in `known`.
+    pub fn only(&self, mode: JournalMode, known: &[&str]) -> Result<()> {
+        match self.0.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+            Some((k, _)) => Err(Error::InvalidArgument(format!(
+                "option {k:?} is not known to journal mode {mode}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn reject_all(&self, mode: JournalMode) -> Result<()> {
+        self.only(mode, &[])
     }
 }
 

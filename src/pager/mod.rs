@@ -24,8 +24,8 @@ use crate::btree::{PageRead, PageWrite};
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, OriginalSource, PageImage,
-    RecoverCtx, Recovery, RollbackJournal, RollbackKind, TestFaults,
+    CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions, OriginalSource,
+    PageImage, RecoverCtx, Recovery, RollbackJournal, RollbackKind, TestFaults,
 };
 use crate::lock::LockManager;
 use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat, SlottedFormat};
@@ -103,6 +103,8 @@ pub struct PagerConfig {
     pub create: bool,
     /// Test-only breakage.
     pub faults: TestFaults,
+    /// Mode-specific options.
+    pub mode_opts: ModeOptions,
 }
 
 struct Shared {
@@ -167,7 +169,9 @@ impl Pager {
         let file = vfs.open(path, OpenFlags::CREATE)?;
         // One process at a time: a second one gets Locked (after waiting).
         wait_os_lock(&file, path, cfg.busy_timeout)?;
-        let journal = cfg.mode.make_journal(cfg.sync, cfg.faults);
+        let journal = cfg
+            .mode
+            .make_journal(cfg.sync, cfg.faults, &cfg.mode_opts)?;
         let ctx = RecoverCtx {
             vfs: &vfs,
             path,
