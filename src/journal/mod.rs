@@ -8,9 +8,11 @@
 
 mod off;
 mod rollback;
+pub mod wal;
 
 pub use off::OffJournal;
 pub use rollback::{RollbackJournal, RollbackKind, JOURNAL_HEADER_SIZE, JOURNAL_MAGIC};
+pub use wal::{WalJournal, WalLocks, WalOptions};
 
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
@@ -35,6 +37,10 @@ pub enum JournalMode {
     Truncate,
     /// Rollback journal whose header is zeroed at commit (SQLite's PERSIST).
     Persist,
+    /// Write-ahead log `<db>-wal` with checkpoints (SQLite's WAL); options
+    /// `wal_autocheckpoint`, `journal_size_limit`, `preallocate` (WAL_OPT),
+    /// `delayed_checkpoint`.
+    Wal,
 }
 
 impl JournalMode {
@@ -45,6 +51,7 @@ impl JournalMode {
         JournalMode::Delete,
         JournalMode::Truncate,
         JournalMode::Persist,
+        JournalMode::Wal,
     ];
 
     /// Canonical lower-case name.
@@ -54,6 +61,7 @@ impl JournalMode {
             JournalMode::Delete => "delete",
             JournalMode::Truncate => "truncate",
             JournalMode::Persist => "persist",
+            JournalMode::Wal => "wal",
         }
     }
 
@@ -64,6 +72,7 @@ impl JournalMode {
             JournalMode::Delete => 1,
             JournalMode::Truncate => 2,
             JournalMode::Persist => 3,
+            JournalMode::Wal => 4,
         }
     }
 
@@ -108,12 +117,16 @@ impl JournalMode {
                 };
                 Box::new(RollbackJournal::new(kind, sync, faults))
             }
+            JournalMode::Wal => Box::new(WalJournal::new(sync, faults, WalOptions::parse(opts)?)),
         })
     }
 
     /// The concurrency protocol the mode runs with.
     pub fn make_locks(self) -> Arc<dyn LockManager> {
-        Arc::new(SqliteLocks::new())
+        match self {
+            JournalMode::Wal => Arc::new(WalLocks::new()),
+            _ => Arc::new(SqliteLocks::new()),
+        }
     }
 
     /// The on-page node layout the mode uses.
@@ -356,5 +369,11 @@ pub trait Journal: Send + Sync {
     ) -> Result<CheckpointInfo> {
         let _ = (db, mode, oldest_snapshot);
         Ok(CheckpointInfo::default())
+    }
+
+    /// Mode-specific counters for [`crate::Stats`] (WAL: log size,
+    /// checkpoints, checkpoints and restarts blocked by readers).
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
 }

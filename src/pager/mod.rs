@@ -188,6 +188,13 @@ impl Pager {
         } else {
             Recovery::default()
         };
+        // So is a log a WAL session left behind (its commits would be lost).
+        if cfg.mode != JournalMode::Wal && vfs.exists(&with_suffix(path, "-wal"))? {
+            let r = crate::journal::wal::checkpoint_leftover(&ctx, cfg.sync)?;
+            if r.recovered {
+                recovery = r;
+            }
+        }
         let r = journal.recover(&ctx)?;
         if r.recovered {
             recovery = r;
@@ -448,12 +455,26 @@ impl Pager {
             .unwrap_or(u64::MAX)
     }
 
-    /// Run a checkpoint (WAL); a no-op in modes without a log.
+    /// Run a checkpoint (WAL); a no-op in modes without a log. All modes
+    /// but `Passive` first wait (up to the busy timeout) for readers of
+    /// older snapshots to finish; new readers see the newest commit, as no
+    /// commit can run meanwhile.
     pub fn checkpoint(&self, mode: CheckpointMode) -> Result<CheckpointInfo> {
         self.check_poison()?;
         let _g = self.commit_lock.lock();
+        if mode != CheckpointMode::Passive {
+            let deadline = Instant::now() + self.cfg.busy_timeout;
+            while self.oldest_snapshot() < self.header().fcc && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         self.journal
             .checkpoint(&self.db, mode, self.oldest_snapshot())
+    }
+
+    /// The journal mode's own counters (see [`Journal::stats`]).
+    pub fn journal_stats(&self) -> Vec<(&'static str, u64)> {
+        self.journal.stats()
     }
 
     /// Start a write transaction's page state (the caller holds the
