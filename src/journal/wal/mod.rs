@@ -495,12 +495,19 @@ impl WalJournal {
     /// Restart the log if everything is checkpointed, no transaction has
     /// frames in it, and no reader needs it. Returns whether it restarted.
     fn try_restart(&self, w: &mut Writer, db: &DbFile, oldest: u64) -> Result<bool> {
-        if w.next == 0 || w.backfill < w.mx || w.next != w.mx {
+        if w.next == 0 || w.next != w.mx {
             return Ok(false);
         }
         if oldest < w.last_tid() {
-            // Checkpoint starvation: a reader's snapshot is in the log.
-            self.counters.lock().restarts_blocked += 1;
+            // Checkpoint starvation: a reader's snapshot is in the log, which
+            // keeps growing although it is due for a restart.
+            let n = self.opts.autocheckpoint as u64;
+            if w.backfill == w.mx || (n > 0 && w.mx >= n) {
+                self.counters.lock().restarts_blocked += 1;
+            }
+            return Ok(false);
+        }
+        if w.backfill < w.mx {
             return Ok(false);
         }
         let base = w.last_tid();
@@ -552,7 +559,11 @@ impl WalJournal {
         };
         let complete = safe_end == w.mx;
         let ps = db.page_size;
-        let (mut todo, p1_frame) = {
+        let fix_fcc = exact_fcc && complete && w.db_fcc != ckpt_tid;
+        let (mut todo, p1_frame) = if safe_end <= w.backfill && !fix_fcc {
+            // Nothing new below the readers: no need to scan the index.
+            (Vec::new(), None)
+        } else {
             let idx = self.idx.read();
             let mut todo = Vec::new();
             for (&pg, vs) in &idx.versions {
@@ -569,7 +580,7 @@ impl WalJournal {
         };
         todo.sort_unstable_by_key(|t| t.0);
         let has_p1 = todo.first().is_some_and(|t| t.0 == 1);
-        if exact_fcc && complete && w.db_fcc != ckpt_tid && !has_p1 {
+        if fix_fcc && !has_p1 {
             todo.insert(0, (1, p1_frame));
         }
         if !todo.is_empty() {
@@ -888,8 +899,14 @@ impl Journal for WalJournal {
             // A failed commit may have left a complete commit frame; break
             // the chain at the first frame past the committed end so that
             // recovery can never resurrect it.
+            // Every byte is complemented, so whichever sectors of this
+            // write survive a crash, they change checksummed bytes.
             let file = w.file.clone().expect("log is open");
-            file.write_at(&[0u8; FRAME_HEADER_SIZE], frame_offset(w.mx, db.page_size))?;
+            let at = frame_offset(w.mx, db.page_size);
+            let mut h = [0u8; FRAME_HEADER_SIZE];
+            file.read_exact_at(&mut h, at, 0)?;
+            h.iter_mut().for_each(|b| *b = !*b);
+            file.write_at(&h, at)?;
             if self.syncs() {
                 file.sync_data()?;
             }
