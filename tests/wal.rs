@@ -705,3 +705,25 @@ fn concurrent_readers_see_consistent_snapshots() {
         .sum();
     assert_eq!(total, 1000 * N as u64);
 }
+
+#[test]
+fn a_log_older_than_the_database_is_ignored() {
+    let (vfs, _) = commits_then_crash(10);
+    let stale = vfs.read_file(Path::new(WAL)).unwrap();
+    let db = open(Path::new(PATH), wal_opts(&vfs, Synchronous::Full, 512, &[]));
+    db.delete("t", &key(3)).unwrap();
+    db.put("t", b"newer", b"yes").unwrap();
+    let want = dump(&db);
+    db.close().unwrap();
+    assert_eq!(wal_len(&vfs), None);
+    vfs.write_file(Path::new(WAL), stale);
+    let db = open(Path::new(PATH), wal_opts(&vfs, Synchronous::Full, 512, &[]));
+    assert!(!db.stats().recovery.recovered, "{:?}", db.stats().recovery);
+    assert_matches(&db, &want);
+    db.put("t", b"more", b"1").unwrap();
+    db.close().unwrap();
+    let db = open(Path::new(PATH), wal_opts(&vfs, Synchronous::Full, 512, &[]));
+    assert_eq!(db.get("t", b"more").unwrap().unwrap(), b"1");
+    assert_eq!(db.get("t", &key(3)).unwrap(), None);
+    db.check().unwrap();
+}

@@ -783,6 +783,24 @@ impl Journal for WalJournal {
                 }
             }
         }
+        let log_end = w.last_tid();
+        if log_end < dbh.fcc {
+            // The database is newer than everything in the log (a log that
+            // outlived its checkpoint by other means): never apply it. The
+            // next append starts a new generation over it.
+            w.commits.clear();
+            w.hdr.salt1 = w.hdr.salt1.wrapping_add(1);
+            w.hdr.base_fcc = dbh.fcc;
+            w.reseal();
+            return Ok(Recovery {
+                recovered: false,
+                pages: 0,
+                detail: format!(
+                    "ignored a WAL ending at TID {log_end} below the database's {}",
+                    dbh.fcc
+                ),
+            });
+        }
         w.next = mx;
         w.mx = mx;
         w.chain = mx_chain;
