@@ -54,6 +54,9 @@ use std::sync::Arc;
 
 /// Largest single write of frames (and of pre-allocation zeros).
 const WRITE_CHUNK: usize = 1 << 20;
+/// Commits of at most this many pages skip pages that did not change
+/// (comparing costs a committed image per page, cheap only when few).
+const SAME_IMAGE_MAX_PAGES: usize = 16;
 
 /// Settings of the `wal` mode, parsed from [`ModeOptions`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -659,6 +662,46 @@ impl WalJournal {
         Ok(info)
     }
 
+    /// The pages of a commit that need a frame. One frame for a one-row
+    /// change, as in SQLite: page 1 is left out when only the FCC changed
+    /// (the log's TIDs carry it), and in small transactions (the
+    /// auto-commit case) so is a page whose image equals its committed one
+    /// (the full left half of an appending split, which SQLite's
+    /// balance-quick never touches). Spilled pages are always logged: their
+    /// pending frame is not the committed image.
+    fn pages_to_log<'a>(&self, set: &'a CommitSet<'_>) -> Result<Vec<&'a PageImage>> {
+        let pending: Vec<Pgno> = self.idx.read().pending.keys().copied().collect();
+        let mut prev = *set.prev_header;
+        prev.fcc = set.header.fcc;
+        let header_same = prev == *set.header;
+        let compare = set.pages.len() <= SAME_IMAGE_MAX_PAGES;
+        let mut out = Vec::with_capacity(set.pages.len());
+        let mut page1 = None;
+        for p in set.pages {
+            if pending.contains(&p.pgno) {
+                out.push(p);
+            } else if p.pgno == 1 {
+                page1 = Some(p);
+                if !header_same {
+                    out.push(p);
+                }
+            } else if !(compare
+                && p.pgno <= set.orig_page_count
+                && *set.originals.original(p.pgno)? == *p.data)
+            {
+                out.push(p);
+            }
+        }
+        if out.is_empty() {
+            // The commit frame has to be some page.
+            match page1.or(set.pages.first()) {
+                Some(p) => out.push(p),
+                None => return Err(Error::InvalidArgument("commit without pages".into())),
+            }
+        }
+        Ok(out)
+    }
+
     fn read_frame(file: &Arc<dyn VfsFile>, frame: u64, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         file.read_exact_at(
             buf,
@@ -848,23 +891,7 @@ impl Journal for WalJournal {
 
     fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         let mut w = self.w.lock();
-        // One frame for a one-row change: page 1 is left out when only the
-        // FCC changed (the log's TIDs carry it), unless it was spilled.
-        let skip_p1 = {
-            let mut prev = *set.prev_header;
-            prev.fcc = set.header.fcc;
-            prev == *set.header
-                && set.pages.iter().any(|p| p.pgno != 1)
-                && !self.idx.read().pending.contains_key(&1)
-        };
-        let pages: Vec<&PageImage> = set
-            .pages
-            .iter()
-            .filter(|p| !(skip_p1 && p.pgno == 1))
-            .collect();
-        if pages.is_empty() {
-            return Err(Error::InvalidArgument("commit without pages".into()));
-        }
+        let pages = self.pages_to_log(set)?;
         self.begin_append(&mut w, db, pages.len() as u64, set.tid, set.oldest_snapshot)?;
         w.commit_written = true;
         let frames = self.write_frames(&mut w, db, &pages, set.tid, Some(set.new_page_count))?;
