@@ -25,6 +25,8 @@ enum Cmd {
     },
     /// Count the I/O of single-row auto-commit transactions in every mode.
     Iostat(twinpage::tools::iostat::Args),
+    /// Benchmark twinpage against SQLite and the physical floor.
+    Bench(twinpage::tools::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
             Ok::<i32, twinpage::Error>(0)
         })(),
         Cmd::Iostat(a) => twinpage::tools::iostat::run(a),
+        Cmd::Bench(a) => twinpage::tools::bench::run(a),
     };
     match r {
         Ok(code) => ExitCode::from(code as u8),

@@ -1,4 +1,5 @@
 //! Tools built on the engine: the I/O counter, the crash explorer, the
 //! benchmark.
 
+pub mod bench;
 pub mod iostat;
