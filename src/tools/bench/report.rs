@@ -445,6 +445,13 @@ pub fn write_json(
         "settings": settings,
         "environment": env,
         "sqlite_sync_call": if super::engines::vfs::SYNC_IS_FDATASYNC { "fdatasync" } else { "fsync" },
+        // Everything the counting VFS saw since the process started (set-up,
+        // pre-fill and close included), for cross-checks with strace -c.
+        "sqlite_vfs_process_totals": io_json(&super::engines::vfs::snapshot()),
+        "sqlite_xsync_flags_process_totals": {
+            "sync_full": super::engines::vfs::sync_flag_counts().0,
+            "sync_dataonly": super::engines::vfs::sync_flag_counts().1,
+        },
         "runs": runs,
     });
     let text = serde_json::to_string_pretty(&doc).map_err(|e| BenchError::Msg(e.to_string()))?;
@@ -591,19 +598,28 @@ where
             .configure_mesh()
             .disable_y_mesh()
             .y_labels(n)
+            // The first engine goes on top.
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+                SegmentValue::CenterOf(i) if *i < n => names[n - 1 - *i].clone(),
                 _ => String::new(),
             })
             .x_labels(5)
+            .x_label_formatter(&|v| {
+                if max >= 10.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.1}")
+                }
+            })
             .x_desc(p.unit)
             .label_style(("sans-serif", 11))
             .draw()
             .map_err(e)?;
         chart
             .draw_series(p.bars.iter().enumerate().map(|(i, (name, v))| {
+                let y = n - 1 - i;
                 let mut r = Rectangle::new(
-                    [(0.0, SegmentValue::Exact(i)), (*v, SegmentValue::Exact(i + 1))],
+                    [(0.0, SegmentValue::Exact(y)), (*v, SegmentValue::Exact(y + 1))],
                     color(name).filled(),
                 );
                 r.set_margin(2, 2, 0, 0);
@@ -617,7 +633,11 @@ where
                 } else {
                     format!("{v:.2}")
                 };
-                Text::new(label, (*v, SegmentValue::CenterOf(i)), ("sans-serif", 10))
+                Text::new(
+                    format!(" {label}"),
+                    (*v, SegmentValue::CenterOf(n - 1 - i)),
+                    ("sans-serif", 10),
+                )
             }))
             .map_err(e)?;
     }
