@@ -82,10 +82,10 @@ impl From<workload::SpecError> for BenchError {
 pub struct Args {
     /// What to run (default: the default suite).
     #[command(subcommand)]
-    pub cmd: Option<BenchCmd>,
-    /// Options of the default suite.
+    pub cmd: Option<Box<BenchCmd>>,
+    /// Options of the default suite (boxed: the CLI enum stays small).
     #[command(flatten)]
-    pub suite: SuiteArgs,
+    pub suite: Box<SuiteArgs>,
 }
 
 /// Subcommands of `twinpage bench`.
@@ -221,7 +221,7 @@ pub struct MobibenchArgs {
 /// Run `twinpage bench`; returns the process exit code. Errors are
 /// printed here, so the caller only sees the code.
 pub fn run(a: Args) -> crate::Result<i32> {
-    let r = match a.cmd {
+    let r = match a.cmd.map(|c| *c) {
         None => run_suite(&a.suite),
         Some(BenchCmd::Mobibench(m)) => run_mobibench(&m),
         Some(BenchCmd::Recovery(r)) => recovery::run(&r),
@@ -451,7 +451,11 @@ pub fn run_one(
     let barrier = Barrier::new(threads + 1);
     let engine_ref = &*engine;
     type ThreadOut = Result<(Histogram<u64>, u64, u64), BenchError>;
-    let mut start = (IoSnapshot::default(), None, (Duration::ZERO, Duration::ZERO));
+    let mut start = (
+        IoSnapshot::default(),
+        None,
+        (Duration::ZERO, Duration::ZERO),
+    );
     let mut end = start;
     let mut elapsed = Duration::ZERO;
     let mut sizes = (0, 0);

@@ -49,10 +49,11 @@ pub struct RecoveryArgs {
     /// delete/truncate/persist/wal/off at synchronous=full).
     #[arg(long = "engine", value_name = "SPEC")]
     pub engines: Vec<String>,
-    /// Keep the page cache warm (default: sync + drop caches before each
-    /// timed open, when permitted, like a reboot after the crash).
-    #[arg(long)]
-    pub warm_cache: bool,
+    /// Page cache state for the timed open: cold (sync + drop caches, as
+    /// after a power loss; needs root), warm (sync only, as after a process
+    /// crash) or both.
+    #[arg(long, value_enum, default_value_t = CacheMode::Both)]
+    pub cache: CacheMode,
     /// Write every figure as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -62,6 +63,17 @@ pub struct RecoveryArgs {
     /// Where to run.
     #[command(flatten)]
     pub env: EnvArgs,
+}
+
+/// Page cache state for the timed open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CacheMode {
+    /// Sync and drop the page cache first.
+    Cold,
+    /// Sync first, keep the cache.
+    Warm,
+    /// Measure both (separate crashes).
+    Both,
 }
 
 /// Arguments of the hidden `crash-child` subcommand.
@@ -87,7 +99,12 @@ pub struct ChildArgs {
     pub seed: u64,
 }
 
-fn workload(warm: u64, records: u32, record_size: usize, seed: u64) -> Result<Workload, BenchError> {
+fn workload(
+    warm: u64,
+    records: u32,
+    record_size: usize,
+    seed: u64,
+) -> Result<Workload, BenchError> {
     Ok(Workload::generate(&WorkloadSpec {
         op: Operation::Insert,
         txns: 1,
@@ -126,8 +143,10 @@ pub struct RecoveryResult {
     /// Bytes of the files other than the database after the crash (hot
     /// journal or WAL), first repetition.
     pub leftover_aux_bytes: u64,
-    /// Time of open + first query, per repetition.
-    pub times: Vec<Duration>,
+    /// Time of open + first query with a cold page cache, per repetition.
+    pub cold: Vec<Duration>,
+    /// Time of open + first query with a warm page cache, per repetition.
+    pub warm_times: Vec<Duration>,
     /// Rows after recovery, first repetition.
     pub rows_after: u64,
     /// I/O of open + first query, first repetition.
@@ -137,15 +156,13 @@ pub struct RecoveryResult {
 }
 
 impl RecoveryResult {
-    fn median_ms(&self) -> f64 {
-        let mut v: Vec<f64> = self.times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    fn median_ms(times: &[Duration]) -> Option<f64> {
+        let mut v: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         v.sort_by(|a, b| a.total_cmp(b));
-        if v.is_empty() {
-            0.0
-        } else if v.len() % 2 == 1 {
-            v[v.len() / 2]
-        } else {
-            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
         }
     }
 
@@ -181,15 +198,28 @@ fn aux_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// One crash and recovery.
+struct Trial<'a> {
+    spec: &'a EngineSpec,
+    warm: u64,
+    records: u32,
+    rep: u32,
+    cold: bool,
+}
+
 fn one(
     env: &Env,
     a: &RecoveryArgs,
     exe: &Path,
-    spec: &EngineSpec,
-    warm: u64,
-    records: u32,
-    rep: u32,
+    trial: Trial<'_>,
 ) -> Result<(bool, u64, Duration, u64, IoSnapshot, String), BenchError> {
+    let Trial {
+        spec,
+        warm,
+        records,
+        rep,
+        cold,
+    } = trial;
     let dir = env.dir.join(format!(
         "rec-{}-{warm}-{records}-{rep}",
         spec.label
@@ -200,7 +230,8 @@ fn one(
     if dir.exists() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Io(format!("mkdir {}", dir.display()), e))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| BenchError::Io(format!("mkdir {}", dir.display()), e))?;
     let w = workload(warm, records, a.record_size, a.seed)?;
     {
         let e = engines::open(spec, &dir)?;
@@ -244,8 +275,11 @@ fn one(
         }
     };
     let leftover = aux_bytes(&dir);
-    if env.isolate && !a.warm_cache {
+    if cold {
         blockdev::isolate();
+    } else {
+        // The child's unsynced writes should not be billed to recovery.
+        blockdev::syncfs(&dir);
     }
     let probe = w.prefill[w.prefill.len() / 2].key;
     let (t, rows, io, detail) = match &spec.kind {
@@ -268,8 +302,14 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
         a.engines.clone()
     };
     let specs: Vec<EngineSpec> = list.iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
-    if let Some(s) = specs.iter().find(|s| matches!(s.kind, EngineKind::Floor { .. })) {
-        return Err(BenchError::Msg(format!("{}: the floor has no recovery", s.label)));
+    if let Some(s) = specs
+        .iter()
+        .find(|s| matches!(s.kind, EngineKind::Floor { .. }))
+    {
+        return Err(BenchError::Msg(format!(
+            "{}: the floor has no recovery",
+            s.label
+        )));
     }
     if let Some(r) = a.records.iter().find(|r| !(1..=20).contains(*r)) {
         return Err(BenchError::Msg(format!("--records {r}: must be 1..=20")));
@@ -280,24 +320,57 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
             .map_err(|e| BenchError::Io("locate the twinpage executable".into(), e))?,
     };
     let env = Env::new(&a.env)?;
+    let mut modes = Vec::new();
+    let mut cold_note = String::new();
+    if matches!(a.cache, CacheMode::Cold | CacheMode::Both) {
+        if !env.isolate {
+            cold_note = "cold cache not measured (--no-isolate)".into();
+        } else if !blockdev::isolate() {
+            cold_note = "cold cache not measured: dropping the page cache needs root".into();
+        } else {
+            modes.push(true);
+        }
+    }
+    if matches!(a.cache, CacheMode::Warm | CacheMode::Both) || modes.is_empty() {
+        modes.push(false);
+    }
+    // Dropping the page cache would also evict this program's own code,
+    // and re-reading it from disk would be billed to recovery; lock it in.
+    // SAFETY: mlockall has no memory-safety preconditions.
+    let locked = modes.contains(&true) && unsafe { libc::mlockall(libc::MCL_CURRENT) } == 0;
     println!("twinpage bench recovery");
     for (k, v) in &env.notes {
         println!("  {k:<16} {v}");
     }
     println!(
-        "  {:<16} warm table {:?} rows, interrupted txn inserts {:?} rows of {} bytes, {} crash(es) per cell, median reported",
+        "  {:<16} warm table {:?} rows, interrupted txn inserts {:?} rows of {} bytes, {} crash(es) per cell and cache state, median reported",
         "workload", a.warm, a.records, a.record_size, a.reps.max(1)
     );
     println!(
-        "  {:<16} {}",
-        "timed",
-        if env.isolate && !a.warm_cache {
-            "open + first point query, after sync + drop caches (cold page cache)"
-        } else {
-            "open + first point query, page cache warm"
-        }
+        "  {:<16} open (with the benchmark's settings) + first point query",
+        "timed"
     );
-    let total = specs.len() * a.warm.len() * a.records.len() * a.reps.max(1) as usize;
+    if modes.contains(&true) {
+        println!(
+            "  {:<16} sync + drop caches before the timed open{}",
+            "cold",
+            if locked {
+                "; the benchmark's own code is mlock'ed so its page faults are not billed"
+            } else {
+                "; mlockall failed, so the benchmark's own code page faults are included"
+            }
+        );
+    }
+    if modes.contains(&false) {
+        println!(
+            "  {:<16} syncfs before the timed open, page cache kept",
+            "warm"
+        );
+    }
+    if !cold_note.is_empty() {
+        println!("  {:<16} {cold_note}", "note");
+    }
+    let total = specs.len() * a.warm.len() * a.records.len() * a.reps.max(1) as usize * modes.len();
     let pb = super::progress(total as u64, "recovery".into());
     let mut results = Vec::new();
     for spec in &specs {
@@ -309,29 +382,46 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
                     records,
                     mid_commit: Vec::new(),
                     leftover_aux_bytes: 0,
-                    times: Vec::new(),
+                    cold: Vec::new(),
+                    warm_times: Vec::new(),
                     rows_after: 0,
                     io: IoSnapshot::default(),
                     detail: String::new(),
                 };
                 for rep in 0..a.reps.max(1) {
-                    pb.set_message(format!("{} {warm}+{records}", spec.label));
-                    let (mid, left, t, rows, io, detail) =
-                        one(&env, a, &exe, spec, warm, records, rep)?;
-                    if rep == 0 {
-                        r.leftover_aux_bytes = left;
-                        r.rows_after = rows;
-                        r.io = io;
-                        r.detail = detail;
-                    } else if rows != r.rows_after {
-                        return Err(BenchError::Msg(format!(
-                            "{}: {rows} rows after recovery, previously {}",
-                            spec.label, r.rows_after
-                        )));
+                    for &cold in &modes {
+                        pb.set_message(format!("{} {warm}+{records}", spec.label));
+                        let (mid, left, t, rows, io, detail) = one(
+                            &env,
+                            a,
+                            &exe,
+                            Trial {
+                                spec,
+                                warm,
+                                records,
+                                rep,
+                                cold,
+                            },
+                        )?;
+                        if r.mid_commit.is_empty() {
+                            r.leftover_aux_bytes = left;
+                            r.rows_after = rows;
+                            r.io = io;
+                            r.detail = detail;
+                        } else if rows != r.rows_after {
+                            return Err(BenchError::Msg(format!(
+                                "{}: {rows} rows after recovery, previously {}",
+                                spec.label, r.rows_after
+                            )));
+                        }
+                        r.mid_commit.push(mid);
+                        if cold {
+                            r.cold.push(t);
+                        } else {
+                            r.warm_times.push(t);
+                        }
+                        pb.inc(1);
                     }
-                    r.mid_commit.push(mid);
-                    r.times.push(t);
-                    pb.inc(1);
                 }
                 if r.outcome() == "TORN" {
                     return Err(BenchError::Msg(format!(
@@ -359,8 +449,10 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
                     "record_size": a.record_size,
                     "killed": r.killed(),
                     "leftover_aux_bytes": r.leftover_aux_bytes,
-                    "recovery_ms": (r.median_ms() * 1000.0).round() / 1000.0,
-                    "recovery_ms_each": r.times.iter().map(|t| (t.as_secs_f64() * 1e6).round() / 1e3).collect::<Vec<_>>(),
+                    "recovery_ms_cold": RecoveryResult::median_ms(&r.cold),
+                    "recovery_ms_warm": RecoveryResult::median_ms(&r.warm_times),
+                    "recovery_ms_cold_each": r.cold.iter().map(|t| t.as_secs_f64() * 1e3).collect::<Vec<_>>(),
+                    "recovery_ms_warm_each": r.warm_times.iter().map(|t| t.as_secs_f64() * 1e3).collect::<Vec<_>>(),
                     "rows_after": r.rows_after,
                     "outcome": r.outcome(),
                     "recovery_writes": r.io.write_calls,
@@ -379,7 +471,8 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
             .collect();
         let doc = json!({
             "tool": "twinpage bench recovery",
-            "cold_cache": env.isolate && !a.warm_cache,
+            "code_mlocked": locked,
+            "note": cold_note,
             "environment": env_notes,
             "runs": runs,
         });
@@ -394,20 +487,35 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
 
 fn print_table(rs: &[RecoveryResult]) {
     let w = rs.iter().map(|r| r.engine.len()).max().unwrap_or(6).max(6);
+    let ms = |t: &[Duration]| match RecoveryResult::median_ms(t) {
+        Some(v) => format!("{v:.3}"),
+        None => "-".into(),
+    };
     println!();
     println!(
-        "{:<w$} {:>5} {:>4} {:>12} {:>9} {:>10} {:>11} {:>6} {:>6} {:>6}",
-        "engine", "warm", "rows", "killed", "left KiB", "open+q ms", "outcome", "reads", "writes", "syncs"
+        "{:<w$} {:>5} {:>4} {:>12} {:>9} {:>10} {:>10} {:>11} {:>6} {:>6} {:>6}",
+        "engine",
+        "warm",
+        "rows",
+        "killed",
+        "left KiB",
+        "cold ms",
+        "warm ms",
+        "outcome",
+        "reads",
+        "writes",
+        "syncs"
     );
     for r in rs {
         println!(
-            "{:<w$} {:>5} {:>4} {:>12} {:>9.1} {:>10.3} {:>11} {:>6} {:>6} {:>6}",
+            "{:<w$} {:>5} {:>4} {:>12} {:>9.1} {:>10} {:>10} {:>11} {:>6} {:>6} {:>6}",
             r.engine,
             r.warm,
             r.records,
             r.killed(),
             r.leftover_aux_bytes as f64 / 1024.0,
-            r.median_ms(),
+            ms(&r.cold),
+            ms(&r.warm_times),
             r.outcome(),
             r.io.read_calls,
             r.io.write_calls,

@@ -382,7 +382,10 @@ pub fn summary_json(x: &Summary, base: Option<&Summary>) -> Value {
         ("rounds", json!(x.rounds.len())),
         ("elapsed_s", num(x.elapsed_s)),
         ("txn_per_sec", num(x.txn_per_sec)),
-        ("txn_per_sec_ratio", opt(base.map(|b| x.txn_per_sec / b.txn_per_sec))),
+        (
+            "txn_per_sec_ratio",
+            opt(base.map(|b| x.txn_per_sec / b.txn_per_sec)),
+        ),
         ("p50_us", num(x.p50_us)),
         ("p90_us", num(x.p90_us)),
         ("p99_us", num(x.p99_us)),
@@ -399,7 +402,10 @@ pub fn summary_json(x: &Summary, base: Option<&Summary>) -> Value {
         ("removes_per_txn", num(x.per_txn(x.io.removes))),
         ("truncates_per_txn", num(x.per_txn(x.io.truncates))),
         ("dir_syncs_per_txn", num(x.per_txn(x.io.dir_syncs))),
-        ("block_write_reqs_per_txn", opt(b.map(|b| b.write_reqs_per_txn))),
+        (
+            "block_write_reqs_per_txn",
+            opt(b.map(|b| b.write_reqs_per_txn)),
+        ),
         ("block_kib_per_txn", opt(b.map(|b| b.kib_per_txn))),
         ("block_flushes_per_txn", opt(b.map(|b| b.flushes_per_txn))),
         ("block_kib_ratio", block_ratio),
@@ -414,7 +420,12 @@ pub fn summary_json(x: &Summary, base: Option<&Summary>) -> Value {
         ("settings", Value::Object(settings)),
         ("per_round", Value::Array(rounds)),
     ];
-    Value::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }
 
 /// Write every figure to `path`.
@@ -619,7 +630,10 @@ where
             .draw_series(p.bars.iter().enumerate().map(|(i, (name, v))| {
                 let y = n - 1 - i;
                 let mut r = Rectangle::new(
-                    [(0.0, SegmentValue::Exact(y)), (*v, SegmentValue::Exact(y + 1))],
+                    [
+                        (0.0, SegmentValue::Exact(y)),
+                        (*v, SegmentValue::Exact(y + 1)),
+                    ],
                     color(name).filled(),
                 );
                 r.set_margin(2, 2, 0, 0);

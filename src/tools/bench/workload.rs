@@ -267,7 +267,7 @@ impl Workload {
         if !(0.0..=1.0).contains(&spec.write_ratio) {
             return Err(SpecError("write ratio must be within 0..=1".into()));
         }
-        if spec.dist == KeyDist::Zipf && !(spec.zipf_s >= 0.0) {
+        if spec.dist == KeyDist::Zipf && (spec.zipf_s.is_nan() || spec.zipf_s < 0.0) {
             return Err(SpecError("zipf skew must be >= 0".into()));
         }
         let threads = spec.threads as usize;
@@ -306,8 +306,7 @@ impl Workload {
             parts.push(row);
         }
         let mut out_threads = Vec::with_capacity(threads);
-        for t in 0..threads {
-            let n = share(spec.txns, spec.threads, t);
+        for (t, n) in (0..threads).map(|t| (t, share(spec.txns, spec.threads, t))) {
             let mut txns = Vec::with_capacity(n as usize);
             for _ in 0..n {
                 let mut ops = Vec::with_capacity(spec.ops_per_txn as usize);
@@ -486,7 +485,11 @@ mod tests {
                 assert_eq!(a.prefill, b.prefill);
                 assert_eq!(a.threads, b.threads);
                 assert_eq!(a.expected_rows, b.expected_rows);
-                let c = Workload::generate(&WorkloadSpec { seed: 2, ..s.clone() }).unwrap();
+                let c = Workload::generate(&WorkloadSpec {
+                    seed: 2,
+                    ..s.clone()
+                })
+                .unwrap();
                 assert_ne!(a.threads, c.threads, "{op} {dist:?}: seed must matter");
             }
         }
@@ -512,7 +515,9 @@ mod tests {
             let w = Workload::generate(&s).unwrap();
             let mut model: Vec<BTreeMap<i64, Vec<u8>>> = vec![BTreeMap::new(); 2];
             for o in &w.prefill {
-                assert!(model[o.table as usize].insert(o.key, o.payload.clone()).is_none());
+                assert!(model[o.table as usize]
+                    .insert(o.key, o.payload.clone())
+                    .is_none());
             }
             for (t, txns) in w.threads.iter().enumerate() {
                 assert_eq!(txns.len(), 150);

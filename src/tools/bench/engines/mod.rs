@@ -54,22 +54,22 @@ impl FromStr for EngineSpec {
             },
         };
         let mut parts = rest.split(',').filter(|p| !p.is_empty());
-        let pairs = |it: &mut dyn Iterator<Item = &str>| -> Result<Vec<(String, String)>, BenchError> {
-            it.map(|p| {
-                p.split_once('=')
-                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                    .ok_or_else(|| bad(format!("expected option=value, got {p:?}")))
-            })
-            .collect()
-        };
+        let pairs =
+            |it: &mut dyn Iterator<Item = &str>| -> Result<Vec<(String, String)>, BenchError> {
+                it.map(|p| {
+                    p.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .ok_or_else(|| bad(format!("expected option=value, got {p:?}")))
+                })
+                .collect()
+            };
         let kind = match head {
             "twinpage" => {
                 let mode = parts
                     .next()
                     .ok_or_else(|| bad("missing mode, e.g. twinpage:persist".into()))?;
-                let mut opts = Options::default();
-                opts.journal_mode =
-                    JournalMode::from_str(mode).map_err(|e| bad(e.to_string()))?;
+                let mut opts = Options::default()
+                    .journal_mode(JournalMode::from_str(mode).map_err(|e| bad(e.to_string()))?);
                 for (k, v) in pairs(&mut parts)? {
                     opts.set(&k, &v).map_err(|e| bad(e.to_string()))?;
                 }
@@ -100,7 +100,7 @@ impl FromStr for EngineSpec {
             }
             _ => {
                 return Err(bad(
-                    "engine must start with twinpage:, sqlite: or floor".into(),
+                    "engine must start with twinpage:, sqlite: or floor".into()
                 ))
             }
         };
@@ -178,5 +178,9 @@ pub fn open(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn Engine>, BenchError
 /// The main database file name an engine uses in its directory.
 pub const DB_FILE: &str = "bench.db";
 
-pub(crate) use sqlite::{open_recovered as sqlite_open_recovered, run_crash_child as sqlite_crash_child};
-pub(crate) use twinpage::{open_recovered as twinpage_open_recovered, run_crash_child as twinpage_crash_child};
+pub(crate) use sqlite::{
+    open_recovered as sqlite_open_recovered, run_crash_child as sqlite_crash_child,
+};
+pub(crate) use twinpage::{
+    open_recovered as twinpage_open_recovered, run_crash_child as twinpage_crash_child,
+};

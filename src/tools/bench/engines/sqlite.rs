@@ -62,7 +62,10 @@ impl SqliteSpec {
             busy_timeout_ms: 5000,
         };
         for (k, v) in opts {
-            let int = || v.parse::<i64>().map_err(|_| format!("bad value {v:?} for {k}"));
+            let int = || {
+                v.parse::<i64>()
+                    .map_err(|_| format!("bad value {v:?} for {k}"))
+            };
             match k.as_str() {
                 "synchronous" | "sync" => {
                     let v = v.to_ascii_lowercase();
@@ -176,7 +179,12 @@ fn read_back(conn: &Connection, spec: &SqliteSpec) -> Result<Vec<(String, String
     }
     out.push((
         "cache".into(),
-        if spec.shared_cache { "shared" } else { "private" }.into(),
+        if spec.shared_cache {
+            "shared"
+        } else {
+            "private"
+        }
+        .into(),
     ));
     out.push((
         "vfs".into(),
@@ -379,7 +387,11 @@ impl Worker for SqliteWorker {
 
 /// Recovery benchmark, child side: insert `rows` in one transaction and
 /// get killed during COMMIT (see [`vfs::arm_kill`]) or right after it.
-pub(crate) fn run_crash_child(db_path: &Path, spec: &SqliteSpec, rows: &[Op]) -> Result<(), BenchError> {
+pub(crate) fn run_crash_child(
+    db_path: &Path,
+    spec: &SqliteSpec,
+    rows: &[Op],
+) -> Result<(), BenchError> {
     let conn = connect(db_path, spec, false)?;
     let sql = statements(&[super::super::workload::table_name(0)]);
     conn.execute_batch("BEGIN IMMEDIATE")?;

@@ -27,7 +27,10 @@ pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
         ("journal_mode".into(), opts.journal_mode.to_string()),
         ("synchronous".into(), opts.synchronous.to_string()),
         ("page_size".into(), opts.page_size.to_string()),
-        ("cache_size".into(), format!("{} KiB", opts.cache_size / 1024)),
+        (
+            "cache_size".into(),
+            format!("{} KiB", opts.cache_size / 1024),
+        ),
         (
             "busy_timeout".into(),
             format!("{} ms", opts.busy_timeout.as_millis()),
@@ -65,7 +68,11 @@ impl Engine for TwinpageEngine {
             t.create_table(name)?;
         }
         for op in &w.prefill {
-            t.put(&w.tables[op.table as usize], &encode_i64(op.key), &op.payload)?;
+            t.put(
+                &w.tables[op.table as usize],
+                &encode_i64(op.key),
+                &op.payload,
+            )?;
         }
         t.commit()?;
         Ok(())
@@ -137,7 +144,10 @@ impl Worker for TwinpageWorker<'_> {
         if !txn.writes() {
             let r = self.db.begin_read().map_err(busy)?;
             for op in &txn.ops {
-                if r.get(self.table(op), &encode_i64(op.key)).map_err(busy)?.is_none() {
+                if r.get(self.table(op), &encode_i64(op.key))
+                    .map_err(busy)?
+                    .is_none()
+                {
                     return Err(mismatch(op));
                 }
             }
@@ -259,7 +269,11 @@ impl VfsFile for KillFile {
 /// database inside one transaction and get killed during its commit (or
 /// right after it, for modes whose commit never overwrites the database
 /// file in place after a sync).
-pub(crate) fn run_crash_child(db_path: &Path, opts: Options, rows: &[Op]) -> Result<(), BenchError> {
+pub(crate) fn run_crash_child(
+    db_path: &Path,
+    opts: Options,
+    rows: &[Op],
+) -> Result<(), BenchError> {
     let armed = Arc::new(AtomicBool::new(false));
     let kv = KillVfs {
         inner: OsVfs::new(),

@@ -255,7 +255,10 @@ unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     rc
 }
 
-unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, size: *mut ffi::sqlite3_int64) -> c_int {
+unsafe extern "C" fn x_file_size(
+    f: *mut ffi::sqlite3_file,
+    size: *mut ffi::sqlite3_int64,
+) -> c_int {
     forward!(f, xFileSize, size)
 }
 
@@ -271,7 +274,11 @@ unsafe extern "C" fn x_check_reserved_lock(f: *mut ffi::sqlite3_file, out: *mut 
     forward!(f, xCheckReservedLock, out)
 }
 
-unsafe extern "C" fn x_file_control(f: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+unsafe extern "C" fn x_file_control(
+    f: *mut ffi::sqlite3_file,
+    op: c_int,
+    arg: *mut c_void,
+) -> c_int {
     forward!(f, xFileControl, op, arg)
 }
 
@@ -305,7 +312,12 @@ unsafe extern "C" fn x_shm_map(
     forward!(f, xShmMap, pg, pgsz, extend, pp)
 }
 
-unsafe extern "C" fn x_shm_lock(f: *mut ffi::sqlite3_file, off: c_int, n: c_int, flags: c_int) -> c_int {
+unsafe extern "C" fn x_shm_lock(
+    f: *mut ffi::sqlite3_file,
+    off: c_int,
+    n: c_int,
+    flags: c_int,
+) -> c_int {
     forward!(f, xShmLock, off, n, flags)
 }
 
@@ -341,7 +353,11 @@ unsafe extern "C" fn x_fetch(
     }
 }
 
-unsafe extern "C" fn x_unfetch(f: *mut ffi::sqlite3_file, off: ffi::sqlite3_int64, p: *mut c_void) -> c_int {
+unsafe extern "C" fn x_unfetch(
+    f: *mut ffi::sqlite3_file,
+    off: ffi::sqlite3_int64,
+    p: *mut c_void,
+) -> c_int {
     // SAFETY: as in forward!.
     unsafe {
         let m = inner_methods(f);
@@ -406,7 +422,11 @@ unsafe extern "C" fn v_open(
     }
 }
 
-unsafe extern "C" fn v_delete(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, dir_sync: c_int) -> c_int {
+unsafe extern "C" fn v_delete(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    dir_sync: c_int,
+) -> c_int {
     let root = root_vfs(vfs);
     COUNTERS.removes.fetch_add(1, Relaxed);
     // SAFETY: forwarding to the root VFS with SQLite's own arguments.
@@ -458,7 +478,11 @@ unsafe extern "C" fn v_dl_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut 
 
 type DlSym = unsafe extern "C" fn(*mut ffi::sqlite3_vfs, *mut c_void, *const c_char);
 
-unsafe extern "C" fn v_dl_sym(vfs: *mut ffi::sqlite3_vfs, h: *mut c_void, sym: *const c_char) -> Option<DlSym> {
+unsafe extern "C" fn v_dl_sym(
+    vfs: *mut ffi::sqlite3_vfs,
+    h: *mut c_void,
+    sym: *const c_char,
+) -> Option<DlSym> {
     let root = root_vfs(vfs);
     // SAFETY: as in vfs_forward!.
     unsafe { (*root).xDlSym.and_then(|func| func(root, h, sym)) }
