@@ -23,7 +23,7 @@ impl TwinpageEngine {
 }
 
 pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
-    vec![
+    let mut v = vec![
         ("journal_mode".into(), opts.journal_mode.to_string()),
         ("synchronous".into(), opts.synchronous.to_string()),
         ("page_size".into(), opts.page_size.to_string()),
@@ -37,7 +37,10 @@ pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
         ),
         ("merge".into(), opts.tree.merge.to_string()),
         ("redistribute".into(), opts.tree.redistribute.to_string()),
-    ]
+    ];
+    // Mode-specific options, as given (the mode validated them at open).
+    v.extend(opts.mode_opts.0.iter().cloned());
+    v
 }
 
 fn busy(e: Error) -> TxnError {
