@@ -1,4 +1,6 @@
 //! Tools built on the engine: the I/O counter, the crash explorer, the
 //! benchmark.
 
+pub mod crash;
+pub mod crashtest;
 pub mod iostat;

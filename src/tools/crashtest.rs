@@ -1,0 +1,161 @@
+//! `twinpage crashtest`: explore crash states of every journal mode (see
+//! docs/CRASH.md). Prints, per mode, the cut points, the crash states
+//! explored, states per second and violations; on a violation prints a
+//! reproducer and exits non-zero.
+
+use super::crash::explore::{explore, ExploreConfig, Target};
+use super::crash::workload::WorkloadConfig;
+use crate::journal::{Durability, TestFaults};
+use crate::storage::sim::PersistenceModel;
+use crate::{Error, JournalMode, Result, Synchronous};
+use std::time::Duration;
+
+/// Arguments of `twinpage crashtest`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Journal mode to explore, or `all` for every mode in JournalMode::ALL.
+    #[arg(long, default_value = "all")]
+    pub mode: String,
+    /// Persistence model: strict, ext4-ordered or torn.
+    #[arg(long, default_value = "ext4-ordered")]
+    pub model: PersistenceModel,
+    /// Seed of the first workload round (round r uses seed + r).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Distinct crash states to explore per mode.
+    #[arg(long, default_value_t = 2000)]
+    pub states: u64,
+    /// Sync level: off, normal, full or extra.
+    #[arg(long, default_value = "full")]
+    pub sync: Synchronous,
+    /// Crash states drawn per cut point.
+    #[arg(long, default_value_t = 8)]
+    pub per_cut: u64,
+    /// Transactions per workload round.
+    #[arg(long, default_value_t = 40)]
+    pub txns: usize,
+    /// Page size of the test database.
+    #[arg(long, default_value_t = 1024)]
+    pub page_size: usize,
+    /// Page cache budget in pages (small, so transactions spill).
+    #[arg(long, default_value_t = 16)]
+    pub cache_pages: usize,
+    /// Do not crash during recovery.
+    #[arg(long)]
+    pub no_recovery_crashes: bool,
+    /// Stop each mode after this many seconds.
+    #[arg(long)]
+    pub max_seconds: Option<f64>,
+    /// Stop each mode after this many violations.
+    #[arg(long, default_value_t = 3)]
+    pub max_violations: usize,
+    /// Reproduce one state: the cut point (with --seed and --draw).
+    #[arg(long, requires = "draw")]
+    pub cut: Option<usize>,
+    /// Reproduce one state: the draw at the cut.
+    #[arg(long, requires = "cut")]
+    pub draw: Option<u64>,
+    /// Break the mode on purpose (skip the journal sync) to see the
+    /// explorer catch it.
+    #[arg(long, hide = true)]
+    pub break_journal_sync: bool,
+    /// Print progress every few seconds.
+    #[arg(long)]
+    pub progress: bool,
+}
+
+impl Args {
+    /// The modes selected by `--mode`.
+    pub fn modes(&self) -> Result<Vec<JournalMode>> {
+        if self.mode.eq_ignore_ascii_case("all") {
+            Ok(JournalMode::ALL.to_vec())
+        } else {
+            self.mode
+                .split(',')
+                .map(|m| m.trim().parse())
+                .collect::<Result<Vec<_>>>()
+        }
+    }
+
+    /// The explorer configuration for one mode.
+    pub fn config(&self, mode: JournalMode) -> ExploreConfig {
+        let mut cfg = ExploreConfig::new(mode, self.model);
+        cfg.sync = self.sync;
+        cfg.seed = self.seed;
+        cfg.states = self.states;
+        cfg.per_cut = self.per_cut.max(1);
+        cfg.workload = WorkloadConfig {
+            seed: self.seed,
+            txns: self.txns,
+            page_size: self.page_size,
+            ..WorkloadConfig::default()
+        };
+        cfg.cache_size = self.cache_pages * self.page_size;
+        cfg.faults = TestFaults {
+            skip_journal_sync: self.break_journal_sync,
+        };
+        cfg.recovery_crashes = !self.no_recovery_crashes;
+        cfg.max_violations = self.max_violations;
+        cfg.time_limit = self.max_seconds.map(Duration::from_secs_f64);
+        cfg.only = match (self.cut, self.draw) {
+            (Some(cut), Some(draw)) => Some(Target {
+                seed: self.seed,
+                cut,
+                draw,
+            }),
+            _ => None,
+        };
+        cfg.progress = self.progress;
+        cfg
+    }
+}
+
+/// Run it; returns the process exit code (1 on any violation).
+pub fn run(a: Args) -> Result<i32> {
+    let modes = a.modes()?;
+    if a.cut.is_some() && modes.len() != 1 {
+        return Err(Error::InvalidArgument(
+            "reproducing a state (--cut/--draw) needs a single --mode".into(),
+        ));
+    }
+    println!(
+        "crashtest: model={} sync={} seed={} states={} per-cut={} txns={} page_size={} cache_pages={}",
+        a.model, a.sync, a.seed, a.states, a.per_cut, a.txns, a.page_size, a.cache_pages
+    );
+    let mut failed = 0;
+    for mode in modes {
+        let cfg = a.config(mode);
+        let rep = explore(&cfg)?;
+        println!("{rep}");
+        if rep.durability == Durability::None {
+            println!(
+                "          ({} at synchronous={} promises nothing across power loss: reported, not failed)",
+                mode, a.sync
+            );
+        }
+        for v in &rep.violations {
+            failed += 1;
+            println!("{v}");
+            println!(
+                "reproduce: twinpage crashtest --mode {} --model {} --sync {} --seed {} --cut {} --draw {} \
+                 --per-cut {} --txns {} --page-size {} --cache-pages {}{}",
+                mode,
+                a.model,
+                a.sync,
+                v.seed,
+                v.cut,
+                v.draw,
+                a.per_cut,
+                a.txns,
+                a.page_size,
+                a.cache_pages,
+                if a.break_journal_sync {
+                    " --break-journal-sync"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
