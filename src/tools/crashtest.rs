@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     pub per_cut: u64,
     /// Transactions per workload round.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 60)]
     pub txns: usize,
     /// Page size of the test database.
     #[arg(long, default_value_t = 1024)]
@@ -127,6 +127,7 @@ pub fn run(a: Args) -> Result<i32> {
         let cfg = a.config(mode);
         let rep = explore(&cfg)?;
         println!("{rep}");
+        println!("          workload: {}", rep.coverage);
         if rep.durability == Durability::None {
             println!(
                 "          ({} at synchronous={} promises nothing across power loss: reported, not failed)",

@@ -14,7 +14,7 @@
 //! Configurations whose durability is [`Durability::None`] (mode off,
 //! synchronous=off) are explored and reported, never failed.
 
-use super::workload::{record, History, Model, WorkloadConfig};
+use super::workload::{record, Coverage, History, Model, WorkloadConfig};
 use crate::journal::{Durability, TestFaults};
 use crate::storage::sim::{CrashImage, CrashSpec, PersistenceModel, SimLog, SimVfs};
 use crate::storage::Vfs;
@@ -177,6 +177,8 @@ pub struct Report {
     pub unprotected: u64,
     /// Violations found (at most `max_violations`).
     pub violations: Vec<Violation>,
+    /// What the workloads exercised.
+    pub coverage: Coverage,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -357,6 +359,7 @@ pub fn explore(cfg: &ExploreConfig) -> Result<Report> {
         lost_acked: 0,
         unprotected: 0,
         violations: Vec::new(),
+        coverage: Coverage::default(),
         elapsed: Duration::ZERO,
     };
     let out_of_time = |rep: &Report| {
@@ -391,6 +394,7 @@ pub fn explore(cfg: &ExploreConfig) -> Result<Report> {
         })?;
         let log = sim.log();
         rep.ops += log.len() as u64;
+        rep.coverage.add(&hist.coverage);
         let mut seen: HashMap<u64, Outcome> = HashMap::new();
         let cuts: Vec<usize> = match cfg.only {
             Some(t) => vec![t.cut],

@@ -102,11 +102,11 @@ impl Model {
 
 /// A key, shortened for messages.
 pub fn show(k: &[u8]) -> String {
-    let s = String::from_utf8_lossy(k);
-    if s.len() > 24 {
-        format!("{:?}..({} bytes)", &s[s.len() - 12..], k.len())
+    if k.len() > 24 {
+        let tail = String::from_utf8_lossy(&k[k.len() - 12..]);
+        format!("..{tail:?} ({} bytes)", k.len())
     } else {
-        format!("{s:?}")
+        format!("{:?}", String::from_utf8_lossy(k))
     }
 }
 
@@ -212,7 +212,7 @@ impl Default for WorkloadConfig {
     fn default() -> Self {
         WorkloadConfig {
             seed: 1,
-            txns: 40,
+            txns: 60,
             page_size: 1024,
             tables: 3,
             reopen: true,
@@ -220,7 +220,8 @@ impl Default for WorkloadConfig {
     }
 }
 
-/// Long shared key prefixes make long separators, hence deep trees.
+/// Shared key prefixes make long separators, hence deep trees on small
+/// pages; the last one is stretched to a sixth of the page.
 const PREFIXES: [&str; 4] = [
     "",
     "user/profile/",
@@ -228,10 +229,23 @@ const PREFIXES: [&str; 4] = [
     "org.example.messages/conversations/inbox/attachments/metadata/v2/",
 ];
 
+fn prefixes(page_size: usize) -> Vec<String> {
+    let mut v: Vec<String> = PREFIXES.iter().map(|s| s.to_string()).collect();
+    let long = v.last_mut().expect("four prefixes");
+    let want = page_size / 6;
+    long.truncate(want);
+    while long.len() < want {
+        long.push_str("x/");
+    }
+    long.truncate(want);
+    v
+}
+
 /// Generates transactions from the current model.
 pub struct Generator {
     cfg: WorkloadConfig,
     rng: SmallRng,
+    prefixes: Vec<String>,
     model: Model,
     planned: usize,
     growing: bool,
@@ -243,6 +257,7 @@ impl Generator {
     pub fn new(cfg: WorkloadConfig) -> Self {
         Generator {
             rng: SmallRng::seed_from_u64(cfg.seed ^ 0x7477_696e_7061_6765),
+            prefixes: prefixes(cfg.page_size),
             cfg,
             model: Model::default(),
             planned: 0,
@@ -276,10 +291,12 @@ impl Generator {
 
     fn value(&mut self) -> Vec<u8> {
         let ps = self.cfg.page_size;
+        // Small, medium, around the inline limit (a quarter page), and
+        // overflow chains of up to three pages.
         let len = match self.rng.random_range(0..100) {
             0..50 => self.rng.random_range(0..32),
-            50..75 => self.rng.random_range(32..200),
-            75..90 => self.rng.random_range(200..ps / 4 + 8),
+            50..75 => self.rng.random_range(32..ps / 5),
+            75..90 => self.rng.random_range(ps / 6..ps / 4 + 8),
             _ => self.rng.random_range(ps / 4..3 * ps),
         };
         let mut v = vec![0u8; len];
@@ -288,7 +305,7 @@ impl Generator {
     }
 
     fn new_key(&mut self) -> Vec<u8> {
-        let p = PREFIXES[self.rng.random_range(0..PREFIXES.len())];
+        let p = &self.prefixes[self.rng.random_range(0..self.prefixes.len())];
         // Spread new keys over the key space so inserts hit every leaf.
         self.next_key += 1;
         let n = self.next_key.wrapping_mul(0x9e37_79b9) % 1_000_000;
@@ -329,7 +346,7 @@ impl Generator {
         }
         let mut work = self.model.clone();
         let total = work.keys();
-        let hi = 40 * self.cfg.tables.max(1) * 4096 / self.cfg.page_size.max(512);
+        let hi = 60 * self.cfg.tables.max(1);
         if total > hi {
             self.growing = false;
         } else if total < hi / 8 {
@@ -492,6 +509,58 @@ pub struct CommitMark {
     pub ack_op: usize,
 }
 
+/// What a run exercised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Commits.
+    pub commits: u64,
+    /// Transactions rolled back.
+    pub rollbacks: u64,
+    /// Transactions that spilled dirty pages before commit or rollback.
+    pub spills: u64,
+    /// Clean close and reopen in the middle.
+    pub reopens: u64,
+    /// Deepest tree seen.
+    pub max_depth: usize,
+    /// Largest database, in pages.
+    pub max_pages: u32,
+    /// Longest free list, in pages.
+    pub max_free: u64,
+    /// Most overflow pages in use.
+    pub max_overflow: u64,
+}
+
+impl Coverage {
+    /// Combine two runs.
+    pub fn add(&mut self, o: &Coverage) {
+        self.commits += o.commits;
+        self.rollbacks += o.rollbacks;
+        self.spills += o.spills;
+        self.reopens += o.reopens;
+        self.max_depth = self.max_depth.max(o.max_depth);
+        self.max_pages = self.max_pages.max(o.max_pages);
+        self.max_free = self.max_free.max(o.max_free);
+        self.max_overflow = self.max_overflow.max(o.max_overflow);
+    }
+}
+
+impl fmt::Display for Coverage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} commits, {} rollbacks, {} spilling txns, {} reopens, depth <= {}, <= {} pages, <= {} free, <= {} overflow",
+            self.commits,
+            self.rollbacks,
+            self.spills,
+            self.reopens,
+            self.max_depth,
+            self.max_pages,
+            self.max_free,
+            self.max_overflow
+        )
+    }
+}
+
 /// A recorded run: the model after every commit and when each commit
 /// started and was acknowledged, in operation counts.
 #[derive(Debug, Clone, Default)]
@@ -502,6 +571,8 @@ pub struct History {
     pub fps: Vec<u64>,
     /// `marks[k - 1]` for commit `k`.
     pub marks: Vec<CommitMark>,
+    /// What the run exercised.
+    pub coverage: Coverage,
 }
 
 impl History {
@@ -511,6 +582,7 @@ impl History {
             fps: vec![m.fingerprint()],
             models: vec![m],
             marks: Vec::new(),
+            coverage: Coverage::default(),
         }
     }
 
@@ -526,9 +598,13 @@ impl History {
     }
 
     /// Commits that had issued at least one operation within the first
-    /// `cut` operations.
+    /// `cut` operations, or were acknowledged (a commit with nothing to
+    /// write issues no operation).
     pub fn started(&self, cut: usize) -> usize {
-        self.marks.iter().take_while(|m| m.start_op < cut).count()
+        self.marks
+            .iter()
+            .take_while(|m| m.start_op < cut || m.ack_op <= cut)
+            .count()
     }
 
     /// Commits `k` in `range` whose contents have fingerprint `fp`.
@@ -555,6 +631,7 @@ pub fn record(
                     d.close()?;
                 }
                 db = Some(Db::open(path, opts.clone())?);
+                hist.coverage.reopens += 1;
             }
             Plan::Txn {
                 steps,
@@ -563,7 +640,11 @@ pub fn record(
             } => {
                 let d = db.as_ref().expect("database open between plans");
                 let mut t = d.begin_write()?;
+                let before = ops();
                 run_steps(&mut t, steps)?;
+                if ops() > before {
+                    hist.coverage.spills += 1;
+                }
                 if *commit {
                     let start_op = ops();
                     t.commit()?;
@@ -575,8 +656,16 @@ pub fn record(
                         },
                     );
                     gen.committed(&plan);
+                    let c = &mut hist.coverage;
+                    c.commits += 1;
+                    let r = d.check()?;
+                    c.max_depth = c.max_depth.max(r.max_depth);
+                    c.max_pages = c.max_pages.max(r.page_count);
+                    c.max_free = c.max_free.max(r.free_pages);
+                    c.max_overflow = c.max_overflow.max(r.overflow_pages);
                 } else {
                     t.rollback()?;
+                    hist.coverage.rollbacks += 1;
                 }
             }
         }
