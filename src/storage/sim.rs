@@ -1071,32 +1071,41 @@ impl SimLog {
     /// what happened to every write whose fate was open.
     pub fn describe(&self, spec: &CrashSpec) -> String {
         use std::fmt::Write as _;
-        let info = self.cut_info(spec.cut, PersistenceModel::Torn);
+        let info = self.cut_info(spec.cut, spec.model);
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "cut {} (crash after {} ops); namespace ops durable: {} of {} (forced: {})",
-            spec.cut, spec.cut, spec.ns_durable, info.ns_max, info.ns_min
+            "model {}, crash after {} ops; namespace ops durable: {} of {} (forced by syncs: {})",
+            spec.model, spec.cut, spec.ns_durable, info.ns_max, info.ns_min
         );
+        let lost_ns: Vec<usize> = self.recs[..spec.cut.min(self.recs.len())]
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.ns.is_some_and(|n| n >= spec.ns_durable))
+            .map(|(i, _)| i)
+            .collect();
+        for &i in lost_ns.iter().take(8) {
+            let what = if matches!(self.recs[i].kind, Kind::Write { .. }) {
+                "growth not durable (appended data lost)"
+            } else {
+                "not durable"
+            };
+            let _ = writeln!(s, "  op {i:>5} {}: {what}", self.recs[i].op);
+        }
+        if lost_ns.len() > 8 {
+            let _ = writeln!(s, "  ... {} more namespace ops not durable", lost_ns.len() - 8);
+        }
         let fate: HashMap<usize, &Keep> = spec.writes.iter().map(|(w, k)| (*w, k)).collect();
-        for &(w, _) in &info.uncertain {
-            let k = fate.get(&w).copied().unwrap_or(&Keep::Lost);
-            let what = match k {
-                Keep::Lost => "lost".to_string(),
-                Keep::Kept => "kept".to_string(),
-                Keep::Sectors(m) => {
-                    let n = match &self.recs[w].kind {
-                        Kind::Write { offset, data, .. } => {
-                            ((offset + data.len() as u64 - 1) / SECTOR - offset / SECTOR + 1)
-                                as usize
-                        }
-                        _ => 0,
-                    };
+        for &(w, n) in &info.uncertain {
+            let what = match fate.get(&w).copied().unwrap_or(&Keep::Lost) {
+                Keep::Lost => "unsynced, lost".to_string(),
+                Keep::Kept => "unsynced, kept".to_string(),
+                k @ Keep::Sectors(_) => {
                     let kept: Vec<String> = (0..n)
-                        .filter(|&i| Keep::Sectors(m.clone()).sector(i))
+                        .filter(|&i| k.sector(i))
                         .map(|i| i.to_string())
                         .collect();
-                    format!("torn, sectors kept: [{}] of {n}", kept.join(","))
+                    format!("unsynced, torn: sectors [{}] of {n} kept", kept.join(","))
                 }
             };
             let _ = writeln!(s, "  op {w:>5} {}: {what}", self.recs[w].op);

@@ -4,6 +4,8 @@
 //! reproducer and exits non-zero.
 
 use super::crash::explore::{explore, ExploreConfig, Target};
+use super::crash::inject::{inject, InjectConfig};
+use crate::storage::fault::FaultKind;
 use super::crash::workload::WorkloadConfig;
 use crate::journal::{Durability, TestFaults};
 use crate::storage::sim::PersistenceModel;
@@ -62,6 +64,14 @@ pub struct Args {
     /// Print progress every few seconds.
     #[arg(long)]
     pub progress: bool,
+    /// Instead of exploring crash states, inject I/O errors at every call
+    /// of a workload: eio, enospc, short-write or all.
+    #[arg(long)]
+    pub inject: Option<String>,
+    /// Write the crash image of a reproduced state (--cut/--draw) into
+    /// this directory.
+    #[arg(long, requires = "cut")]
+    pub dump_dir: Option<std::path::PathBuf>,
 }
 
 impl Args {
@@ -106,8 +116,48 @@ impl Args {
             _ => None,
         };
         cfg.progress = self.progress;
+        cfg.dump_dir = self.dump_dir.clone();
         cfg
     }
+
+    /// The fault kinds selected by `--inject`.
+    pub fn fault_kinds(&self) -> Result<Vec<FaultKind>> {
+        match self.inject.as_deref() {
+            None => Ok(Vec::new()),
+            Some("all") => Ok(FaultKind::ALL.to_vec()),
+            Some(list) => list.split(',').map(|k| k.trim().parse()).collect(),
+        }
+    }
+}
+
+fn run_inject(a: &Args, modes: &[JournalMode]) -> Result<i32> {
+    let kinds = a.fault_kinds()?;
+    println!(
+        "crashtest --inject: sync={} seed={} txns={} page_size={} cache_pages={}",
+        a.sync, a.seed, a.txns, a.page_size, a.cache_pages
+    );
+    let mut failed = 0;
+    for &mode in modes {
+        for &kind in &kinds {
+            let mut cfg = InjectConfig::new(mode, kind);
+            cfg.sync = a.sync;
+            cfg.workload = WorkloadConfig {
+                seed: a.seed,
+                txns: a.txns,
+                page_size: a.page_size,
+                ..WorkloadConfig::default()
+            };
+            cfg.cache_size = a.cache_pages * a.page_size;
+            cfg.max_violations = a.max_violations;
+            let rep = inject(&cfg)?;
+            println!("{rep}");
+            for v in &rep.violations {
+                failed += 1;
+                println!("VIOLATION: {v}");
+            }
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
 }
 
 /// Run it; returns the process exit code (1 on any violation).
@@ -117,6 +167,9 @@ pub fn run(a: Args) -> Result<i32> {
         return Err(Error::InvalidArgument(
             "reproducing a state (--cut/--draw) needs a single --mode".into(),
         ));
+    }
+    if a.inject.is_some() {
+        return run_inject(&a, &modes);
     }
     println!(
         "crashtest: model={} sync={} seed={} states={} per-cut={} txns={} page_size={} cache_pages={}",

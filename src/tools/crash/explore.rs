@@ -78,6 +78,8 @@ pub struct ExploreConfig {
     pub only: Option<Target>,
     /// Print progress to stderr.
     pub progress: bool,
+    /// With `only`: write the crash image into this directory.
+    pub dump_dir: Option<std::path::PathBuf>,
 }
 
 impl ExploreConfig {
@@ -99,6 +101,7 @@ impl ExploreConfig {
             time_limit: None,
             only: None,
             progress: false,
+            dump_dir: None,
         }
     }
 
@@ -457,6 +460,12 @@ pub fn explore(cfg: &ExploreConfig) -> Result<Report> {
                         }),
                     },
                 };
+                if let (Some(_), Some(dir)) = (cfg.only, &cfg.dump_dir) {
+                    std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))?;
+                    for f in img.write_to_dir(dir)? {
+                        eprintln!("wrote {}", f.display());
+                    }
+                }
                 if cfg.only.is_some() {
                     eprintln!(
                         "seed {seed} cut {cut} draw {draw}: allowed commits {lo}..={started} (acknowledged {acked}); {}\n{}",

@@ -5,3 +5,4 @@
 
 pub mod explore;
 pub mod workload;
+pub mod inject;
