@@ -7,7 +7,7 @@ use super::crash::explore::{explore, ExploreConfig, Target};
 use super::crash::inject::{inject, InjectConfig};
 use crate::storage::fault::FaultKind;
 use super::crash::workload::WorkloadConfig;
-use crate::journal::{Durability, TestFaults};
+use crate::journal::{Durability, ModeOptions, TestFaults};
 use crate::storage::sim::PersistenceModel;
 use crate::{Error, JournalMode, Result, Synchronous};
 use std::time::Duration;
@@ -64,6 +64,10 @@ pub struct Args {
     /// Print progress every few seconds.
     #[arg(long)]
     pub progress: bool,
+    /// A mode option, `name=value` (repeatable; the mode rejects names it
+    /// does not know, so use it with a single --mode).
+    #[arg(long = "opt", value_name = "NAME=VALUE")]
+    pub opts: Vec<String>,
     /// Instead of exploring crash states, inject I/O errors at every call
     /// of a workload: eio, enospc, short-write or all.
     #[arg(long)]
@@ -87,9 +91,22 @@ impl Args {
         }
     }
 
+    /// The mode options given with --opt.
+    pub fn mode_opts(&self) -> Result<ModeOptions> {
+        let mut o = ModeOptions::default();
+        for kv in &self.opts {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                Error::InvalidArgument(format!("--opt wants NAME=VALUE, not {kv:?}"))
+            })?;
+            o.0.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        Ok(o)
+    }
+
     /// The explorer configuration for one mode.
     pub fn config(&self, mode: JournalMode) -> ExploreConfig {
         let mut cfg = ExploreConfig::new(mode, self.model);
+        cfg.mode_opts = self.mode_opts().unwrap_or_default();
         cfg.sync = self.sync;
         cfg.seed = self.seed;
         cfg.states = self.states;
@@ -148,6 +165,7 @@ fn run_inject(a: &Args, modes: &[JournalMode]) -> Result<i32> {
                 ..WorkloadConfig::default()
             };
             cfg.cache_size = a.cache_pages * a.page_size;
+            cfg.mode_opts = a.mode_opts()?;
             cfg.max_violations = a.max_violations;
             let rep = inject(&cfg)?;
             println!("{rep}");
@@ -163,6 +181,7 @@ fn run_inject(a: &Args, modes: &[JournalMode]) -> Result<i32> {
 /// Run it; returns the process exit code (1 on any violation).
 pub fn run(a: Args) -> Result<i32> {
     let modes = a.modes()?;
+    a.mode_opts()?;
     if a.cut.is_some() && modes.len() != 1 {
         return Err(Error::InvalidArgument(
             "reproducing a state (--cut/--draw) needs a single --mode".into(),

@@ -15,7 +15,7 @@
 //! synchronous=off) are explored and reported, never failed.
 
 use super::workload::{record, Coverage, History, Model, WorkloadConfig};
-use crate::journal::{Durability, TestFaults};
+use crate::journal::{Durability, ModeOptions, TestFaults};
 use crate::storage::sim::{CrashImage, CrashSpec, PersistenceModel, SimLog, SimVfs};
 use crate::storage::Vfs;
 use crate::{Db, Error, JournalMode, Options, Result, Synchronous};
@@ -62,6 +62,8 @@ pub struct ExploreConfig {
     pub per_cut: u64,
     /// Workload shape (its seed is set per round).
     pub workload: WorkloadConfig,
+    /// Mode options (`Options::mode_opts`), e.g. a log size for WAL.
+    pub mode_opts: ModeOptions,
     /// Page cache budget in bytes (small, so transactions spill).
     pub cache_size: usize,
     /// Deliberate breakage, to prove the explorer catches it.
@@ -93,6 +95,7 @@ impl ExploreConfig {
             states: 2000,
             per_cut: 8,
             workload: WorkloadConfig::default(),
+            mode_opts: ModeOptions::default(),
             cache_size: 16 * 1024,
             faults: TestFaults::default(),
             recovery_crashes: true,
@@ -114,6 +117,7 @@ impl ExploreConfig {
             cache_size: self.cache_size,
             busy_timeout: Duration::from_millis(50),
             vfs: Some(vfs),
+            mode_opts: self.mode_opts.clone(),
             faults: self.faults,
             ..Options::default()
         }

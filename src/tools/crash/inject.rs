@@ -16,7 +16,7 @@
 
 use super::explore::{spec_at, DB_PATH};
 use super::workload::{run_steps, Generator, Model, Plan, RunError, WorkloadConfig};
-use crate::journal::Durability;
+use crate::journal::{Durability, ModeOptions};
 use crate::storage::fault::{FaultKind, FaultPlan, FaultVfs};
 use crate::storage::sim::{PersistenceModel, SimVfs};
 use crate::storage::Vfs;
@@ -42,6 +42,8 @@ pub struct InjectConfig {
     pub kind: FaultKind,
     /// Workload (keep it short: it runs once per call).
     pub workload: WorkloadConfig,
+    /// Mode options (`Options::mode_opts`), e.g. a log size for WAL.
+    pub mode_opts: ModeOptions,
     /// Page cache budget in bytes.
     pub cache_size: usize,
     /// Power-loss states drawn after each failure (Durable configs).
@@ -63,6 +65,7 @@ impl InjectConfig {
                 txns: 14,
                 ..WorkloadConfig::default()
             },
+            mode_opts: ModeOptions::default(),
             cache_size: 16 * 1024,
             power_loss_states: 3,
             stride: 1,
@@ -78,6 +81,7 @@ impl InjectConfig {
             cache_size: self.cache_size,
             busy_timeout: Duration::from_millis(50),
             vfs: Some(vfs),
+            mode_opts: self.mode_opts.clone(),
             ..Options::default()
         }
     }
@@ -255,6 +259,11 @@ fn drive(
                 match Db::open(path, opts.clone()) {
                     Ok(n) => db = Some(n),
                     Err(e) => first_err = Some(e),
+                }
+            }
+            Plan::Checkpoint(m) => {
+                if let Err(e) = cur.checkpoint(*m) {
+                    first_err = Some(e);
                 }
             }
             Plan::Txn {

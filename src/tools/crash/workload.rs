@@ -12,6 +12,7 @@
 //! roll back (after spilling, too), some drop and recreate a table, and
 //! now and then the database is closed and reopened.
 
+use crate::journal::CheckpointMode;
 use crate::{Db, Direction, Error, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
@@ -167,6 +168,9 @@ pub enum Plan {
     },
     /// Close the database cleanly and open it again.
     Reopen,
+    /// Run a checkpoint (copies a log into the database in log-based
+    /// modes; a no-op elsewhere). Contents do not change.
+    Checkpoint(CheckpointMode),
 }
 
 /// How a planned transaction failed.
@@ -344,6 +348,15 @@ impl Generator {
         if self.cfg.reopen && self.planned > 3 && self.rng.random_bool(0.03) {
             return Some(Plan::Reopen);
         }
+        if self.rng.random_bool(0.04) {
+            const MODES: [CheckpointMode; 4] = [
+                CheckpointMode::Passive,
+                CheckpointMode::Full,
+                CheckpointMode::Restart,
+                CheckpointMode::Truncate,
+            ];
+            return Some(Plan::Checkpoint(MODES[self.rng.random_range(0..4)]));
+        }
         let mut work = self.model.clone();
         let total = work.keys();
         let hi = 60 * self.cfg.tables.max(1);
@@ -520,6 +533,8 @@ pub struct Coverage {
     pub spills: u64,
     /// Clean close and reopen in the middle.
     pub reopens: u64,
+    /// Checkpoints requested.
+    pub checkpoints: u64,
     /// Deepest tree seen.
     pub max_depth: usize,
     /// Largest database, in pages.
@@ -537,6 +552,7 @@ impl Coverage {
         self.rollbacks += o.rollbacks;
         self.spills += o.spills;
         self.reopens += o.reopens;
+        self.checkpoints += o.checkpoints;
         self.max_depth = self.max_depth.max(o.max_depth);
         self.max_pages = self.max_pages.max(o.max_pages);
         self.max_free = self.max_free.max(o.max_free);
@@ -548,11 +564,12 @@ impl fmt::Display for Coverage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} commits, {} rollbacks, {} spilling txns, {} reopens, depth <= {}, <= {} pages, <= {} free, <= {} overflow",
+            "{} commits, {} rollbacks, {} spilling txns, {} reopens, {} checkpoints, depth <= {}, <= {} pages, <= {} free, <= {} overflow",
             self.commits,
             self.rollbacks,
             self.spills,
             self.reopens,
+            self.checkpoints,
             self.max_depth,
             self.max_pages,
             self.max_free,
@@ -632,6 +649,11 @@ pub fn record(
                 }
                 db = Some(Db::open(path, opts.clone())?);
                 hist.coverage.reopens += 1;
+            }
+            Plan::Checkpoint(mode) => {
+                let d = db.as_ref().expect("database open between plans");
+                d.checkpoint(*mode)?;
+                hist.coverage.checkpoints += 1;
             }
             Plan::Txn {
                 steps,
