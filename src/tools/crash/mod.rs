@@ -6,3 +6,4 @@
 pub mod explore;
 pub mod workload;
 pub mod inject;
+pub mod damage;
