@@ -4,6 +4,7 @@
 //! reproducer and exits non-zero.
 
 use super::crash::explore::{explore, ExploreConfig, Target};
+use super::crash::child::{kill_campaign, run_child, KillConfig};
 use super::crash::inject::{inject, InjectConfig};
 use crate::storage::fault::FaultKind;
 use super::crash::workload::WorkloadConfig;
@@ -72,6 +73,17 @@ pub struct Args {
     /// of a workload: eio, enospc, short-write or all.
     #[arg(long)]
     pub inject: Option<String>,
+    /// Instead of exploring crash states, run a child process on a real
+    /// file this many times per mode, SIGKILL it at a random moment and
+    /// check the prefix property after recovery.
+    #[arg(long)]
+    pub kill: Option<u64>,
+    /// Directory for --kill (default: a fresh temporary directory).
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+    /// The child of --kill: run the workload on this file until killed.
+    #[arg(long, hide = true)]
+    pub child_workload: Option<std::path::PathBuf>,
     /// Write the crash image of a reproduced state (--cut/--draw) into
     /// this directory.
     #[arg(long, requires = "cut")]
@@ -147,6 +159,59 @@ impl Args {
     }
 }
 
+fn run_kill(a: &Args, modes: &[JournalMode], rounds: u64) -> Result<i32> {
+    let binary = std::env::current_exe().map_err(|e| Error::io("current_exe", "twinpage", e))?;
+    let tmp;
+    let dir = match &a.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir().map_err(|e| Error::io("mkdtemp", "/tmp", e))?;
+            tmp.path().to_path_buf()
+        }
+    };
+    println!(
+        "crashtest --kill: {rounds} SIGKILLs per mode, sync={} seed={} page_size={} in {}",
+        a.sync,
+        a.seed,
+        a.page_size,
+        dir.display()
+    );
+    let mut failed = 0;
+    for &mode in modes {
+        let rep = kill_campaign(&KillConfig {
+            binary: binary.clone(),
+            dir: dir.clone(),
+            mode,
+            sync: a.sync,
+            seed: a.seed,
+            rounds,
+            page_size: a.page_size,
+            max_delay: Duration::from_millis(300),
+        })?;
+        println!(
+            "{:<9} sync={:<6}: {} kills, {} commits acknowledged before them, {} in flight, {} hot journals rolled back, {:.1}s, {} violations{}",
+            mode.name(),
+            a.sync,
+            rep.rounds,
+            rep.acked,
+            rep.in_flight,
+            rep.recovered,
+            rep.elapsed.as_secs_f64(),
+            rep.violations.len(),
+            if rep.unprotected > 0 {
+                format!(", {} damaged (no guarantee in this mode)", rep.unprotected)
+            } else {
+                String::new()
+            }
+        );
+        for v in &rep.violations {
+            failed += 1;
+            println!("VIOLATION: {v}");
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
 fn run_inject(a: &Args, modes: &[JournalMode]) -> Result<i32> {
     let kinds = a.fault_kinds()?;
     println!(
@@ -186,6 +251,15 @@ pub fn run(a: Args) -> Result<i32> {
         return Err(Error::InvalidArgument(
             "reproducing a state (--cut/--draw) needs a single --mode".into(),
         ));
+    }
+    if let Some(path) = &a.child_workload {
+        let [mode] = modes[..] else {
+            return Err(Error::InvalidArgument("--child-workload needs one --mode".into()));
+        };
+        return run_child(path, mode, a.sync, a.seed, a.page_size);
+    }
+    if let Some(rounds) = a.kill {
+        return run_kill(&a, &modes, rounds);
     }
     if a.inject.is_some() {
         return run_inject(&a, &modes);

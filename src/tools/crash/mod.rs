@@ -6,4 +6,5 @@
 pub mod explore;
 pub mod workload;
 pub mod inject;
+pub mod child;
 pub mod damage;
