@@ -27,6 +27,8 @@ enum Cmd {
     Iostat(twinpage::tools::iostat::Args),
     /// Benchmark twinpage against SQLite and the physical floor.
     Bench(twinpage::tools::bench::Args),
+    /// Explore crash states of every journal mode (docs/CRASH.md).
+    Crashtest(twinpage::tools::crashtest::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         })(),
         Cmd::Iostat(a) => twinpage::tools::iostat::run(a),
         Cmd::Bench(a) => twinpage::tools::bench::run(a),
+        Cmd::Crashtest(a) => twinpage::tools::crashtest::run(a),
     };
     match r {
         Ok(code) => ExitCode::from(code as u8),

@@ -2,4 +2,6 @@
 //! benchmark.
 
 pub mod bench;
+pub mod crash;
+pub mod crashtest;
 pub mod iostat;
