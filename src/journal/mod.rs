@@ -8,9 +8,11 @@
 
 mod off;
 mod rollback;
+pub mod shadow;
 
 pub use off::OffJournal;
 pub use rollback::{RollbackJournal, RollbackKind, JOURNAL_HEADER_SIZE, JOURNAL_MAGIC};
+pub use shadow::DashJournal;
 
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
@@ -22,6 +24,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The recovery scheme of a database, selected per database at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,6 +38,13 @@ pub enum JournalMode {
     Truncate,
     /// Rollback journal whose header is zeroed at commit (SQLite's PERSIST).
     Persist,
+    /// DASH database shadowing: a shadow file holds the state before the
+    /// last commit; commit = Version Update, Aggregate Update, Atomic
+    /// Exchange, Version Reset (three fdatasyncs).
+    Shadow,
+    /// DASH with the Exclusive Connection optimization: no sync after the
+    /// Version Update, Header Reset at close (two fdatasyncs).
+    ShadowX,
 }
 
 impl JournalMode {
@@ -45,6 +55,8 @@ impl JournalMode {
         JournalMode::Delete,
         JournalMode::Truncate,
         JournalMode::Persist,
+        JournalMode::Shadow,
+        JournalMode::ShadowX,
     ];
 
     /// Canonical lower-case name.
@@ -54,6 +66,8 @@ impl JournalMode {
             JournalMode::Delete => "delete",
             JournalMode::Truncate => "truncate",
             JournalMode::Persist => "persist",
+            JournalMode::Shadow => "shadow",
+            JournalMode::ShadowX => "shadow-x",
         }
     }
 
@@ -64,6 +78,8 @@ impl JournalMode {
             JournalMode::Delete => 1,
             JournalMode::Truncate => 2,
             JournalMode::Persist => 3,
+            JournalMode::Shadow => 6,
+            JournalMode::ShadowX => 7,
         }
     }
 
@@ -80,6 +96,9 @@ impl JournalMode {
             // journal, so the last commit may be rolled back; EXTRA does.
             (JournalMode::Delete, Synchronous::Extra) => Durability::Durable,
             (JournalMode::Delete, _) => Durability::Atomic,
+            // SHADOW-X keeps the Version Reset sync at NORMAL: without it
+            // the next unsynced Version Update could not be told apart.
+            (JournalMode::ShadowX, _) => Durability::Durable,
             (_, Synchronous::Normal) => Durability::Atomic,
             _ => Durability::Durable,
         }
@@ -107,6 +126,10 @@ impl JournalMode {
                     _ => RollbackKind::Persist,
                 };
                 Box::new(RollbackJournal::new(kind, sync, faults))
+            }
+            JournalMode::Shadow | JournalMode::ShadowX => {
+                opts.reject_all(self)?;
+                Box::new(DashJournal::new(self == JournalMode::ShadowX, sync))
             }
         })
     }
@@ -306,11 +329,29 @@ pub struct RecoverCtx<'a> {
     pub file: &'a Arc<dyn VfsFile>,
 }
 
+/// What a journal may use before the database file is opened.
+pub struct PreOpenCtx<'a> {
+    /// The file system.
+    pub vfs: &'a Arc<dyn Vfs>,
+    /// Path of the database file (which may not exist yet).
+    pub path: &'a Path,
+    /// How long to wait for another process's lock.
+    pub busy_timeout: Duration,
+}
+
 /// A recovery scheme. Methods take `&self` so that readers can fetch
 /// pages (WAL) while a commit is under way; implementations lock inside.
 pub trait Journal: Send + Sync {
     /// Which mode this is.
     fn mode(&self) -> JournalMode;
+
+    /// Recovery that must run before the database file is opened or
+    /// created (DASH: a crash during the Atomic Exchange can leave the
+    /// database name missing). Default: nothing.
+    fn pre_open(&self, ctx: &PreOpenCtx<'_>) -> Result<Recovery> {
+        let _ = ctx;
+        Ok(Recovery::default())
+    }
 
     /// Crash recovery, run at open while the OS lock is held and before
     /// the header page is read. Must itself be crash-safe (idempotent).
