@@ -508,62 +508,63 @@ fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Res
             Tail::Valid { gpl, .. } => gpl.clone(),
             _ => Gpl::All,
         };
-        let state =
-            match decide(ra, rb) {
-                Action::Consistent => {
-                    let identical =
-                        matches!(rb, Role::Reset { flags, .. } if flags & FLAG_IDENTICAL != 0);
-                    ShadowState::Ready { identical, db_gpl }
-                }
-                Action::Undo => {
-                    rec.recovered = true;
-                    if repair {
-                        let shadow_gpl = match &b.tail {
-                            Tail::Valid { gpl, .. } => gpl.clone(),
-                            _ => Gpl::All,
-                        };
-                        let union = db_gpl.union(&shadow_gpl);
-                        let n = reconstruct(&a_file, &a, &b_file, &union, syncs(sync))?;
-                        rec.pages += n;
-                        notes.push(format!(
-                            "{pair}: undone by partial reconstruction of {n} pages"
-                        ));
-                        ShadowState::Ready {
-                            identical: true,
-                            db_gpl,
-                        }
-                    } else {
-                        notes.push(format!("{pair}: transaction undone"));
-                        ShadowState::NeedsClone
+        let state = match decide(ra, rb) {
+            Action::Consistent => {
+                let identical =
+                    matches!(rb, Role::Reset { flags, .. } if flags & FLAG_IDENTICAL != 0);
+                ShadowState::Ready { identical, db_gpl }
+            }
+            Action::Undo => {
+                rec.recovered = true;
+                if repair {
+                    let shadow_gpl = match &b.tail {
+                        Tail::Valid { gpl, .. } => gpl.clone(),
+                        _ => Gpl::All,
+                    };
+                    let union = db_gpl.union(&shadow_gpl);
+                    let n = reconstruct(&a_file, &a, &b_file, &union, syncs(sync))?;
+                    rec.pages += n;
+                    notes.push(format!(
+                        "{pair}: undone by partial reconstruction of {n} pages"
+                    ));
+                    ShadowState::Ready {
+                        identical: true,
+                        db_gpl,
                     }
-                }
-                Action::Exchange => {
-                    rec.recovered = true;
-                    notes.push(format!("{pair}: exchanged the names"));
-                    drop((a_file, b_file));
-                    exchange(vfs, db)?;
-                    if syncs(sync) {
-                        vfs.sync_dir(&dir)?;
-                    }
-                    continue;
-                }
-                Action::Clone { crash } => {
-                    if crash {
-                        rec.recovered = true;
-                        notes.push(format!(
-                            "{pair}: shadow untrusted, rebuilt at the next write"
-                        ));
-                    }
+                } else {
+                    notes.push(format!("{pair}: transaction undone"));
                     ShadowState::NeedsClone
                 }
-                Action::Fail => return Err(Error::corrupt(
+            }
+            Action::Exchange => {
+                rec.recovered = true;
+                notes.push(format!("{pair}: exchanged the names"));
+                drop((a_file, b_file));
+                exchange(vfs, db)?;
+                if syncs(sync) {
+                    vfs.sync_dir(&dir)?;
+                }
+                continue;
+            }
+            Action::Clone { crash } => {
+                if crash {
+                    rec.recovered = true;
+                    notes.push(format!(
+                        "{pair}: shadow untrusted, rebuilt at the next write"
+                    ));
+                }
+                ShadowState::NeedsClone
+            }
+            Action::Fail => {
+                return Err(Error::corrupt(
                     name,
                     1,
                     format!(
                         "DASH state {pair}: neither the database nor the shadow is known complete"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         rec.detail = notes.join("; ");
         return Ok(Settled {
             recovery: rec,
