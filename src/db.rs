@@ -271,6 +271,32 @@ impl Db {
         })
     }
 
+    /// The journal mode recorded in an existing database file's header
+    /// (`None` if the file is new or empty).
+    pub fn detect_mode(path: impl AsRef<Path>) -> Result<Option<JournalMode>> {
+        let path = path.as_ref();
+        let vfs = OsVfs::new();
+        if !vfs.exists(path)? {
+            return Ok(None);
+        }
+        let f = vfs.open(path, crate::storage::OpenFlags::EXISTING)?;
+        let mut h = [0u8; crate::pager::HEADER_LEN];
+        let n = f.read_at(&mut h, 0)?;
+        if n == 0 || h[..n].iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
+        let header = crate::pager::Header::read_from(&h[..n], &path.display().to_string())?;
+        JournalMode::from_code(header.journal_mode)
+            .map(Some)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    path.display().to_string(),
+                    1,
+                    format!("unknown journal mode code {}", header.journal_mode),
+                )
+            })
+    }
+
     fn inner(&self) -> &Inner {
         self.inner
             .as_ref()

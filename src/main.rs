@@ -18,9 +18,10 @@ enum Cmd {
     Check {
         /// Database file.
         file: PathBuf,
-        /// Journal mode to open it with (recovery runs as that mode).
-        #[arg(long, default_value = "persist")]
-        mode: JournalMode,
+        /// Journal mode to open it with (recovery runs as that mode);
+        /// default: the mode recorded in the file.
+        #[arg(long)]
+        mode: Option<JournalMode>,
     },
     /// Count the I/O of single-row auto-commit transactions in every mode.
     Iostat(twinpage::tools::iostat::Args),
@@ -30,6 +31,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Check { file, mode } => (|| {
+            let mode = match mode {
+                Some(m) => m,
+                None => Db::detect_mode(&file)?.unwrap_or(JournalMode::Persist),
+            };
             let opts = Options {
                 create: false,
                 ..Options::default().journal_mode(mode)
