@@ -448,7 +448,6 @@ fn reconstruct(
 /// an undo is just a decision).
 fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Result<Settled> {
     let (sp, tp) = (shadow_path(db), tmp_path(db));
-    let dir = parent_dir(db);
     let name = db.display().to_string();
     let mut rec = Recovery::default();
     let mut notes = Vec::new();
@@ -487,14 +486,10 @@ fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Res
             ))
         }
     }
-    if !notes.is_empty() {
-        rec.recovered = true;
-        // Before writing to either file, make the names durable: writes
-        // follow inodes, so a lost rename would send them to the wrong one.
-        if syncs(sync) {
-            vfs.sync_dir(&dir)?;
-        }
-    }
+    // Recovery renames are not synced either: if they are lost, the next
+    // open finds the same (or the mirrored) pair, and the table is
+    // symmetric.
+    rec.recovered = !notes.is_empty();
     // Step 2: the version pair. An exchange moves to a pair that is decided
     // without another exchange, so two rounds suffice; three is a bound.
     for _ in 0..3 {
@@ -541,9 +536,6 @@ fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Res
                 notes.push(format!("{pair}: exchanged the names"));
                 drop((a_file, b_file));
                 exchange(vfs, db)?;
-                if syncs(sync) {
-                    vfs.sync_dir(&dir)?;
-                }
                 continue;
             }
             Action::Clone { crash } => {

@@ -172,12 +172,12 @@ impl Pager {
         // DASH may have to finish renames before `path` names the database.
         // Files a shadow-mode session left behind are recovered and removed
         // whatever the mode now is; their lock is held until ours is.
-        let mut recovery = journal.pre_open(&pre)?;
+        let mut pre_recovery = journal.pre_open(&pre)?;
         let mut shadow_guard = None;
         if !matches!(cfg.mode, JournalMode::Shadow | JournalMode::ShadowX) {
             let (r, guard) = shadow::leave_shadow_mode(&pre, cfg.sync)?;
             if r.recovered {
-                recovery = r;
+                pre_recovery = r;
             }
             shadow_guard = guard;
         }
@@ -199,16 +199,18 @@ impl Pager {
             file: &file,
         };
         // A hot rollback journal is rolled back whatever the mode now is.
-        if !matches!(
+        let mut recovery = if !matches!(
             cfg.mode,
             JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist
         ) && vfs.exists(&with_suffix(path, "-journal"))?
         {
             let j = RollbackJournal::new(RollbackKind::Delete, cfg.sync, TestFaults::default());
-            let r = j.recover(&ctx)?;
-            if r.recovered {
-                recovery = r;
-            }
+            j.recover(&ctx)?
+        } else {
+            Recovery::default()
+        };
+        if !recovery.recovered {
+            recovery = pre_recovery;
         }
         let r = journal.recover(&ctx)?;
         if r.recovered {
