@@ -13,6 +13,9 @@ pub mod wal;
 pub use off::OffJournal;
 pub use rollback::{RollbackJournal, RollbackKind, JOURNAL_HEADER_SIZE, JOURNAL_MAGIC};
 pub use wal::{WalJournal, WalLocks, WalOptions};
+pub mod shadow;
+
+pub use shadow::DashJournal;
 
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
@@ -24,6 +27,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The recovery scheme of a database, selected per database at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +45,13 @@ pub enum JournalMode {
     /// `wal_autocheckpoint`, `journal_size_limit`, `preallocate` (WAL_OPT),
     /// `delayed_checkpoint`.
     Wal,
+    /// DASH database shadowing: a shadow file holds the state before the
+    /// last commit; commit = Version Update, Aggregate Update, Atomic
+    /// Exchange, Version Reset (three fdatasyncs).
+    Shadow,
+    /// DASH with the Exclusive Connection optimization: no sync after the
+    /// Version Update, Header Reset at close (two fdatasyncs).
+    ShadowX,
 }
 
 impl JournalMode {
@@ -52,6 +63,8 @@ impl JournalMode {
         JournalMode::Truncate,
         JournalMode::Persist,
         JournalMode::Wal,
+        JournalMode::Shadow,
+        JournalMode::ShadowX,
     ];
 
     /// Canonical lower-case name.
@@ -62,6 +75,8 @@ impl JournalMode {
             JournalMode::Truncate => "truncate",
             JournalMode::Persist => "persist",
             JournalMode::Wal => "wal",
+            JournalMode::Shadow => "shadow",
+            JournalMode::ShadowX => "shadow-x",
         }
     }
 
@@ -73,6 +88,8 @@ impl JournalMode {
             JournalMode::Truncate => 2,
             JournalMode::Persist => 3,
             JournalMode::Wal => 4,
+            JournalMode::Shadow => 6,
+            JournalMode::ShadowX => 7,
         }
     }
 
@@ -89,6 +106,9 @@ impl JournalMode {
             // journal, so the last commit may be rolled back; EXTRA does.
             (JournalMode::Delete, Synchronous::Extra) => Durability::Durable,
             (JournalMode::Delete, _) => Durability::Atomic,
+            // SHADOW-X keeps the Version Reset sync at NORMAL: without it
+            // the next unsynced Version Update could not be told apart.
+            (JournalMode::ShadowX, _) => Durability::Durable,
             (_, Synchronous::Normal) => Durability::Atomic,
             _ => Durability::Durable,
         }
@@ -118,6 +138,10 @@ impl JournalMode {
                 Box::new(RollbackJournal::new(kind, sync, faults))
             }
             JournalMode::Wal => Box::new(WalJournal::new(sync, faults, WalOptions::parse(opts)?)),
+            JournalMode::Shadow | JournalMode::ShadowX => {
+                opts.reject_all(self)?;
+                Box::new(DashJournal::new(self == JournalMode::ShadowX, sync))
+            }
         })
     }
 
@@ -319,11 +343,29 @@ pub struct RecoverCtx<'a> {
     pub file: &'a Arc<dyn VfsFile>,
 }
 
+/// What a journal may use before the database file is opened.
+pub struct PreOpenCtx<'a> {
+    /// The file system.
+    pub vfs: &'a Arc<dyn Vfs>,
+    /// Path of the database file (which may not exist yet).
+    pub path: &'a Path,
+    /// How long to wait for another process's lock.
+    pub busy_timeout: Duration,
+}
+
 /// A recovery scheme. Methods take `&self` so that readers can fetch
 /// pages (WAL) while a commit is under way; implementations lock inside.
 pub trait Journal: Send + Sync {
     /// Which mode this is.
     fn mode(&self) -> JournalMode;
+
+    /// Recovery that must run before the database file is opened or
+    /// created (DASH: a crash during the Atomic Exchange can leave the
+    /// database name missing). Default: nothing.
+    fn pre_open(&self, ctx: &PreOpenCtx<'_>) -> Result<Recovery> {
+        let _ = ctx;
+        Ok(Recovery::default())
+    }
 
     /// Crash recovery, run at open while the OS lock is held and before
     /// the header page is read. Must itself be crash-safe (idempotent).

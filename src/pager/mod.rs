@@ -24,8 +24,9 @@ use crate::btree::{PageRead, PageWrite};
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions, OriginalSource,
-    PageImage, RecoverCtx, Recovery, RollbackJournal, RollbackKind, TestFaults,
+    shadow, CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions,
+    OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, RollbackJournal, RollbackKind,
+    TestFaults,
 };
 use crate::lock::LockManager;
 use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat, SlottedFormat};
@@ -136,7 +137,9 @@ pub struct Pager {
     pub opened_after_crash: bool,
 }
 
-fn wait_os_lock(file: &Arc<dyn VfsFile>, path: &Path, timeout: Duration) -> Result<()> {
+/// Take an exclusive advisory lock on `file`, retrying until `timeout`;
+/// `Error::Locked(path)` if another holder keeps it.
+pub(crate) fn wait_os_lock(file: &Arc<dyn VfsFile>, path: &Path, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         if file.try_lock(FileLock::Exclusive)? {
@@ -158,6 +161,26 @@ impl Pager {
                 cfg.page_size
             )));
         }
+        let journal = cfg
+            .mode
+            .make_journal(cfg.sync, cfg.faults, &cfg.mode_opts)?;
+        let pre = PreOpenCtx {
+            vfs: &vfs,
+            path,
+            busy_timeout: cfg.busy_timeout,
+        };
+        // DASH may have to finish renames before `path` names the database.
+        // Files a shadow-mode session left behind are recovered and removed
+        // whatever the mode now is; their lock is held until ours is.
+        let mut pre_recovery = journal.pre_open(&pre)?;
+        let mut shadow_guard = None;
+        if !matches!(cfg.mode, JournalMode::Shadow | JournalMode::ShadowX) {
+            let (r, guard) = shadow::leave_shadow_mode(&pre, cfg.sync)?;
+            if r.recovered {
+                pre_recovery = r;
+            }
+            shadow_guard = guard;
+        }
         let existed = vfs.exists(path)?;
         if !existed && !cfg.create {
             return Err(Error::io(
@@ -169,9 +192,7 @@ impl Pager {
         let file = vfs.open(path, OpenFlags::CREATE)?;
         // One process at a time: a second one gets Locked (after waiting).
         wait_os_lock(&file, path, cfg.busy_timeout)?;
-        let journal = cfg
-            .mode
-            .make_journal(cfg.sync, cfg.faults, &cfg.mode_opts)?;
+        drop(shadow_guard);
         let ctx = RecoverCtx {
             vfs: &vfs,
             path,
@@ -194,6 +215,9 @@ impl Pager {
             if r.recovered {
                 recovery = r;
             }
+        }
+        if !recovery.recovered {
+            recovery = pre_recovery;
         }
         let r = journal.recover(&ctx)?;
         if r.recovered {

@@ -1,0 +1,1119 @@
+//! DASH database shadowing (Won et al., PVLDB 2019): `shadow` and
+//! `shadow-x`.
+//!
+//! Beside `<db>` lives `<db>-shadow`, a full copy of the database as it was
+//! before the last committed transaction. The two differ only on the pages
+//! that transaction wrote; the database file lists them in its Global Page
+//! List (GPL), kept in the unused tail of its header page. A transaction T
+//! is written to the shadow, never to the database:
+//!
+//! 1. **Version Update**: the shadow's page 1 becomes T's header page with
+//!    version FCC(T) + 1 and GPL = pages(T); fdatasync (`shadow-x` skips
+//!    this sync, paper §6).
+//! 2. **Aggregate Update**: pages(T), plus the pages of the database's GPL
+//!    (the previous transaction's) copied from the database; fdatasync. The
+//!    shadow now holds the state after T.
+//! 3. **Atomic Exchange**: rename shadow → tmp, db → shadow, tmp → db, with
+//!    no sync: it relies on renames becoming durable in issue order.
+//! 4. **Version Reset**: version 0 in the new shadow (the old database);
+//!    fdatasync. This is the commit point.
+//!
+//! Recovery runs before the database is opened ([`Journal::pre_open`]):
+//! it finishes an interrupted exchange, then reads the version pair
+//! ⟨db, shadow⟩ and undoes or redoes. `docs/modes/shadow.md` has the byte
+//! layout, the decision table and why ⟨n+1, n⟩ is undone, not redone.
+
+use super::{CommitSet, Journal, JournalMode, PreOpenCtx, RecoverCtx, Recovery};
+use crate::db::Synchronous;
+use crate::error::{Error, Pgno, Result};
+use crate::pager::{wait_os_lock, DbFile, Header, HEADER_LEN};
+use crate::storage::{parent_dir, with_suffix, OpenFlags, Vfs, VfsFile};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Suffix of the shadow file.
+pub const SHADOW_SUFFIX: &str = "-shadow";
+/// Suffix of the temporary name used by the Atomic Exchange.
+pub const TMP_SUFFIX: &str = "-shadow-tmp";
+/// Suffix of the lock file: it is never renamed, so it keeps a second
+/// process out while the exchange moves the database name between inodes.
+pub const LOCK_SUFFIX: &str = "-lock";
+
+/// Offset of the DASH fields in page 1 (right after the header proper).
+pub const TAIL_OFFSET: usize = HEADER_LEN;
+/// Magic of the DASH fields.
+pub const TAIL_MAGIC: &[u8; 4] = b"DASH";
+/// Size of the fixed DASH fields; the GPL entries follow them.
+pub const TAIL_FIELDS: usize = 24;
+const GPL_OFFSET: usize = TAIL_OFFSET + TAIL_FIELDS;
+/// GPL count meaning "every page may differ" (a transaction larger than
+/// the GPL, or a spill whose final page set is not known yet).
+pub const GPL_ALL: u32 = u32::MAX;
+/// Flag of a reset tail: the shadow is identical to the database.
+pub const FLAG_IDENTICAL: u8 = 1;
+/// Flag of a reset tail written by `shadow-x`: unsynced Version Updates
+/// and Aggregate Updates may follow it until the Header Reset at close.
+pub const FLAG_EXCLUSIVE: u8 = 2;
+
+/// How many page numbers the GPL of a `page_size` header page holds.
+pub fn gpl_capacity(page_size: usize) -> usize {
+    page_size.saturating_sub(GPL_OFFSET) / 4
+}
+
+/// The shadow file of database `db`.
+pub fn shadow_path(db: &Path) -> PathBuf {
+    with_suffix(db, SHADOW_SUFFIX)
+}
+
+fn tmp_path(db: &Path) -> PathBuf {
+    with_suffix(db, TMP_SUFFIX)
+}
+
+fn lock_path(db: &Path) -> PathBuf {
+    with_suffix(db, LOCK_SUFFIX)
+}
+
+/// The pages on which the shadow may differ from the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Gpl {
+    All,
+    Pages(Vec<Pgno>),
+}
+
+impl Gpl {
+    /// The list for a transaction that wrote `pages`, or `All` if the GPL
+    /// cannot hold it.
+    fn of(pages: &BTreeSet<Pgno>, page_size: usize) -> Gpl {
+        if pages.len() <= gpl_capacity(page_size) {
+            Gpl::Pages(pages.iter().copied().collect())
+        } else {
+            Gpl::All
+        }
+    }
+
+    /// Pages 2..=`page_count` that are listed (page 1 is handled apart).
+    fn data_pages(&self, page_count: u32) -> Vec<Pgno> {
+        match self {
+            Gpl::All => (2..=page_count).collect(),
+            Gpl::Pages(v) => v
+                .iter()
+                .copied()
+                .filter(|&p| p >= 2 && p <= page_count)
+                .collect(),
+        }
+    }
+
+    fn union(&self, other: &Gpl) -> Gpl {
+        match (self, other) {
+            (Gpl::Pages(a), Gpl::Pages(b)) => {
+                let s: BTreeSet<Pgno> = a.iter().chain(b).copied().collect();
+                Gpl::Pages(s.into_iter().collect())
+            }
+            _ => Gpl::All,
+        }
+    }
+}
+
+/// The DASH fields of a header page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tail {
+    /// All zero: DASH never wrote this page.
+    Zero,
+    /// Not zero but not valid (torn write, damage).
+    Invalid,
+    /// Checksum holds.
+    Valid { version: u64, flags: u8, gpl: Gpl },
+}
+
+fn tail_crc(fields: &[u8], entries: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(fields), entries)
+}
+
+/// The DASH fields and GPL entries, as written at `TAIL_OFFSET`.
+fn tail_bytes(version: u64, flags: u8, gpl: &Gpl) -> Vec<u8> {
+    let (count, pages): (u32, &[Pgno]) = match gpl {
+        Gpl::All => (GPL_ALL, &[]),
+        Gpl::Pages(v) => (v.len() as u32, v),
+    };
+    let mut t = Vec::with_capacity(TAIL_FIELDS + 4 * pages.len());
+    t.extend_from_slice(TAIL_MAGIC);
+    t.extend_from_slice(&version.to_be_bytes());
+    t.extend_from_slice(&[flags, 0, 0, 0]);
+    t.extend_from_slice(&count.to_be_bytes());
+    t.extend_from_slice(&[0; 4]);
+    for p in pages {
+        t.extend_from_slice(&p.to_be_bytes());
+    }
+    let crc = tail_crc(&t[..20], &t[TAIL_FIELDS..]);
+    t[20..24].copy_from_slice(&crc.to_be_bytes());
+    t
+}
+
+/// Version Reset and Header Reset: version 0, empty GPL, `flags`. 24
+/// bytes inside the first sector, so the write cannot tear.
+fn reset_bytes(flags: u8) -> Vec<u8> {
+    tail_bytes(0, flags, &Gpl::Pages(Vec::new()))
+}
+
+/// Replace the DASH fields of header page `page` (which must hold
+/// `tail_bytes(.., gpl)`: the caller checks the GPL capacity).
+fn put_tail(page: &mut [u8], version: u64, flags: u8, gpl: &Gpl) {
+    let t = tail_bytes(version, flags, gpl);
+    page[TAIL_OFFSET..].fill(0);
+    page[TAIL_OFFSET..TAIL_OFFSET + t.len()].copy_from_slice(&t);
+}
+
+/// Parse the DASH fields of a whole header page.
+fn parse_tail(page: &[u8]) -> Tail {
+    let Some(f) = page.get(TAIL_OFFSET..GPL_OFFSET) else {
+        return Tail::Invalid;
+    };
+    if f.iter().all(|&b| b == 0) {
+        return Tail::Zero;
+    }
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    if &f[0..4] != TAIL_MAGIC || f[13..16] != [0, 0, 0] {
+        return Tail::Invalid;
+    }
+    let version = u64::from_be_bytes(f[4..12].try_into().expect("8 bytes"));
+    let flags = f[12];
+    let count = be32(&f[16..20]);
+    let crc = be32(&f[20..24]);
+    let entries: &[u8] = if count == GPL_ALL {
+        &[]
+    } else if count as usize > gpl_capacity(page.len()) {
+        return Tail::Invalid;
+    } else {
+        &page[GPL_OFFSET..GPL_OFFSET + 4 * count as usize]
+    };
+    if crc != tail_crc(&f[..20], entries) {
+        return Tail::Invalid;
+    }
+    let gpl = if count == GPL_ALL {
+        Gpl::All
+    } else {
+        let pages: Vec<Pgno> = entries.chunks_exact(4).map(be32).collect();
+        // Sorted, distinct, no page 0: anything else is damage.
+        if pages.first() == Some(&0) || pages.windows(2).any(|w| w[0] >= w[1]) {
+            return Tail::Invalid;
+        }
+        Gpl::Pages(pages)
+    };
+    Tail::Valid {
+        version,
+        flags,
+        gpl,
+    }
+}
+
+/// What the header page of one file says.
+struct Side {
+    header: Option<Header>,
+    tail: Tail,
+    /// The whole header page (empty without a valid header).
+    page1: Vec<u8>,
+}
+
+fn read_side(f: &Arc<dyn VfsFile>) -> Result<Side> {
+    let name = f.path().display().to_string();
+    let mut first = [0u8; 512];
+    let n = f.read_at(&mut first, 0)?;
+    let Ok(h) = Header::read_from(&first[..n], &name) else {
+        let zero = first[..n.min(GPL_OFFSET)].iter().all(|&b| b == 0);
+        return Ok(Side {
+            header: None,
+            tail: if zero { Tail::Zero } else { Tail::Invalid },
+            page1: Vec::new(),
+        });
+    };
+    // The page size was validated by Header::read_from (512..=65536).
+    let mut page1 = vec![0u8; h.page_size as usize];
+    let m = f.read_at(&mut page1, 0)?;
+    let tail = if m < page1.len() {
+        Tail::Invalid
+    } else {
+        parse_tail(&page1)
+    };
+    Ok(Side {
+        header: Some(h),
+        tail,
+        page1,
+    })
+}
+
+/// What a file is, from its header page alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Version = FCC + 1: the database, or a shadow in the middle of a
+    /// transaction (Version Update done).
+    Versioned(u64),
+    /// Version 0: complete and stable (after a Version Reset, a clone or a
+    /// reconstruction), unless `FLAG_EXCLUSIVE` is set.
+    Reset { fcc: u64, flags: u8 },
+    /// No DASH fields, or fields that do not match the header: a new
+    /// database or one a non-shadow mode committed to.
+    Untracked,
+    /// Damaged header or fields (a torn write).
+    Damaged,
+}
+
+impl Role {
+    fn of(s: &Side) -> Role {
+        match (&s.header, &s.tail) {
+            (
+                Some(h),
+                Tail::Valid {
+                    version: 0, flags, ..
+                },
+            ) => Role::Reset {
+                fcc: h.fcc,
+                flags: *flags,
+            },
+            (Some(h), Tail::Valid { version, .. }) if h.fcc.checked_add(1) == Some(*version) => {
+                Role::Versioned(h.fcc)
+            }
+            (Some(_), Tail::Valid { .. }) | (Some(_), Tail::Zero) => Role::Untracked,
+            (None, Tail::Zero) => Role::Untracked,
+            _ => Role::Damaged,
+        }
+    }
+
+    /// The paper's version number (0 for reset, "-" otherwise).
+    fn show(self) -> String {
+        match self {
+            Role::Versioned(f) => (f + 1).to_string(),
+            Role::Reset { .. } => "0".into(),
+            Role::Untracked => "none".into(),
+            Role::Damaged => "damaged".into(),
+        }
+    }
+}
+
+fn complete_reset(flags: u8) -> bool {
+    flags & FLAG_EXCLUSIVE == 0
+}
+
+/// What recovery does with a pair of header pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// ⟨n, 0⟩: nothing to do.
+    Consistent,
+    /// ⟨n, n+1⟩: the shadow may hold part of an aggregate; copy the pages
+    /// of both GPLs back from the database.
+    Undo,
+    /// The file named shadow is the complete one: swap the names.
+    Exchange,
+    /// The database is complete but the shadow cannot be trusted: rebuild
+    /// it by cloning (at the next write). `crash` tells whether a crash
+    /// caused it (as opposed to a new database or a mode switch).
+    Clone { crash: bool },
+    /// Neither file is known to be complete.
+    Fail,
+}
+
+/// The recovery decision for the file named db (`a`) and the file named
+/// shadow (`b`). Principle: the commit protocol writes only to the file it
+/// believes is the shadow, and only when the other file is complete; the
+/// on-disk names may lag one exchange behind that belief (renames are not
+/// synced), so the table is symmetric where the paper's is not.
+fn decide(a: Role, b: Role) -> Action {
+    use Role::*;
+    match (a, b) {
+        (Versioned(fa), Versioned(fb)) if Some(fb) == fa.checked_add(1) => Action::Undo,
+        // ⟨n+1, n⟩: after the exchange, before the Version Reset. The paper
+        // redoes the reset; but the same pair arises when the renames of the
+        // previous commit were lost and the next transaction's Version
+        // Update reached the old database, and then only the file named
+        // shadow is complete. Undoing is right in both cases (the
+        // transaction was not acknowledged: its reset was not durable).
+        (Versioned(fa), Versioned(fb)) if Some(fa) == fb.checked_add(1) => Action::Exchange,
+        (Versioned(_), Reset { flags, .. }) if complete_reset(flags) => Action::Consistent,
+        // shadow-x did not close cleanly: the shadow may hold unsynced writes.
+        (Versioned(_), Reset { .. }) => Action::Clone { crash: true },
+        (Versioned(_), Untracked) => Action::Clone { crash: false },
+        (Versioned(_), _) => Action::Clone { crash: true },
+        // ⟨0, n+1⟩: the Version Reset is durable, the exchange is not.
+        (Reset { .. }, Versioned(_)) => Action::Exchange,
+        (Reset { fcc: fa, flags: x }, Reset { fcc: fb, flags: y }) => {
+            match (complete_reset(x), complete_reset(y)) {
+                (true, true) if fb > fa => Action::Exchange,
+                (true, _) => Action::Clone { crash: true },
+                (false, true) => Action::Exchange,
+                (false, false) => Action::Fail,
+            }
+        }
+        (Reset { flags, .. }, _) if complete_reset(flags) => Action::Clone { crash: true },
+        (Reset { .. }, _) => Action::Fail,
+        // A torn header page on the file named db: it was being written as
+        // the shadow before an exchange that did not reach the disk.
+        (Damaged, Versioned(_)) => Action::Exchange,
+        (Damaged, Reset { flags, .. }) if complete_reset(flags) => Action::Exchange,
+        (Damaged, _) => Action::Fail,
+        // DASH never wrote this database state (new, or another mode ran).
+        (Untracked, _) => Action::Clone { crash: false },
+    }
+}
+
+/// The state of the shadow after recovery.
+enum ShadowState {
+    /// No shadow file.
+    Missing,
+    /// The shadow must be rebuilt by cloning before the next write.
+    NeedsClone,
+    /// The shadow is the state before the database's last transaction.
+    Ready { identical: bool, db_gpl: Gpl },
+}
+
+struct Settled {
+    recovery: Recovery,
+    state: ShadowState,
+}
+
+fn syncs(sync: Synchronous) -> bool {
+    sync != Synchronous::Off
+}
+
+fn exchange(vfs: &Arc<dyn Vfs>, db: &Path) -> Result<()> {
+    let (sp, tp) = (shadow_path(db), tmp_path(db));
+    vfs.rename(&sp, &tp)?;
+    vfs.rename(db, &sp)?;
+    vfs.rename(&tp, db)
+}
+
+/// Copy `pages` (none of them page 1) from `from` to `to`, in runs of
+/// consecutive pages.
+fn copy_pages(
+    from: &Arc<dyn VfsFile>,
+    to: &Arc<dyn VfsFile>,
+    pages: &[Pgno],
+    page_size: usize,
+) -> Result<()> {
+    const RUN_BYTES: usize = 256 << 10;
+    let max_run = (RUN_BYTES / page_size).max(1);
+    let mut buf = Vec::new();
+    let mut i = 0;
+    while i < pages.len() {
+        let mut j = i + 1;
+        while j < pages.len() && j - i < max_run && pages[j] == pages[j - 1] + 1 {
+            j += 1;
+        }
+        buf.resize((j - i) * page_size, 0);
+        let off = (pages[i] as u64 - 1) * page_size as u64;
+        from.read_exact_at(&mut buf, off, pages[i])?;
+        to.write_at(&buf, off)?;
+        i = j;
+    }
+    Ok(())
+}
+
+/// Partial reconstruction (paper §5.3): make the shadow identical to the
+/// database by copying the pages of `gpl` from it, then reset the
+/// shadow's version. Rerunning it after a crash is safe: until the last
+/// write the shadow keeps its version.
+fn reconstruct(
+    db: &Arc<dyn VfsFile>,
+    db_side: &Side,
+    shadow: &Arc<dyn VfsFile>,
+    gpl: &Gpl,
+    sync: bool,
+) -> Result<u64> {
+    let h = db_side
+        .header
+        .ok_or_else(|| Error::corrupt(db.path().display().to_string(), 1, "no header"))?;
+    let ps = h.page_size as usize;
+    let pages = gpl.data_pages(h.page_count);
+    copy_pages(db, shadow, &pages, ps)?;
+    let want = h.page_count as u64 * ps as u64;
+    if shadow.len()? != want {
+        shadow.set_len(want)?;
+    }
+    if sync {
+        shadow.sync_data()?;
+    }
+    let mut p1 = db_side.page1.clone();
+    put_tail(&mut p1, 0, FLAG_IDENTICAL, &Gpl::Pages(Vec::new()));
+    shadow.write_at(&p1, 0)?;
+    if sync {
+        shadow.sync_data()?;
+    }
+    Ok(pages.len() as u64 + 1)
+}
+
+/// Crash recovery on the file names and the version pair, shared by the
+/// shadow modes (`repair`: undo into the shadow) and by other modes
+/// opening a database a shadow mode left (the shadow is then dropped, so
+/// an undo is just a decision).
+fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Result<Settled> {
+    let (sp, tp) = (shadow_path(db), tmp_path(db));
+    let name = db.display().to_string();
+    let mut rec = Recovery::default();
+    let mut notes = Vec::new();
+    // Step 1: a crash inside the Atomic Exchange leaves tmp and one of the
+    // two names; the aggregate was durable before the first rename, so
+    // finish the exchange.
+    match (vfs.exists(db)?, vfs.exists(&sp)?, vfs.exists(&tp)?) {
+        (false, false, false) | (true, false, false) => {
+            return Ok(Settled {
+                recovery: rec,
+                state: ShadowState::Missing,
+            })
+        }
+        (true, true, false) => {}
+        (true, false, true) => {
+            vfs.rename(db, &sp)?;
+            vfs.rename(&tp, db)?;
+            notes.push("finished the Atomic Exchange (renames 2 and 3)".to_string());
+        }
+        (false, true, true) => {
+            vfs.rename(&tp, db)?;
+            notes.push("finished the Atomic Exchange (rename 3)".to_string());
+        }
+        (true, true, true) => {
+            return Err(Error::corrupt(
+                name,
+                0,
+                "database, shadow and shadow-tmp files all exist; DASH never leaves three",
+            ))
+        }
+        (false, _, _) => {
+            return Err(Error::corrupt(
+                name,
+                0,
+                "a DASH shadow file exists but the database file does not",
+            ))
+        }
+    }
+    // Recovery renames are not synced either: if they are lost, the next
+    // open finds the same (or the mirrored) pair, and the table is
+    // symmetric.
+    rec.recovered = !notes.is_empty();
+    // Step 2: the version pair. An exchange moves to a pair that is decided
+    // without another exchange, so two rounds suffice; three is a bound.
+    for _ in 0..3 {
+        let a_file = vfs.open(db, OpenFlags::EXISTING)?;
+        let b_file = vfs.open(&sp, OpenFlags::EXISTING)?;
+        let a = read_side(&a_file)?;
+        let b = read_side(&b_file)?;
+        let (ra, rb) = (Role::of(&a), Role::of(&b));
+        let pair = format!("<{}, {}>", ra.show(), rb.show());
+        let db_gpl = match &a.tail {
+            Tail::Valid { gpl, .. } => gpl.clone(),
+            _ => Gpl::All,
+        };
+        let state = match decide(ra, rb) {
+            Action::Consistent => {
+                let identical =
+                    matches!(rb, Role::Reset { flags, .. } if flags & FLAG_IDENTICAL != 0);
+                ShadowState::Ready { identical, db_gpl }
+            }
+            Action::Undo => {
+                rec.recovered = true;
+                if repair {
+                    let shadow_gpl = match &b.tail {
+                        Tail::Valid { gpl, .. } => gpl.clone(),
+                        _ => Gpl::All,
+                    };
+                    let union = db_gpl.union(&shadow_gpl);
+                    let n = reconstruct(&a_file, &a, &b_file, &union, syncs(sync))?;
+                    rec.pages += n;
+                    notes.push(format!(
+                        "{pair}: undone by partial reconstruction of {n} pages"
+                    ));
+                    ShadowState::Ready {
+                        identical: true,
+                        db_gpl,
+                    }
+                } else {
+                    notes.push(format!("{pair}: transaction undone"));
+                    ShadowState::NeedsClone
+                }
+            }
+            Action::Exchange => {
+                rec.recovered = true;
+                notes.push(format!("{pair}: exchanged the names"));
+                drop((a_file, b_file));
+                exchange(vfs, db)?;
+                continue;
+            }
+            Action::Clone { crash } => {
+                if crash {
+                    rec.recovered = true;
+                    notes.push(format!(
+                        "{pair}: shadow untrusted, rebuilt at the next write"
+                    ));
+                }
+                ShadowState::NeedsClone
+            }
+            Action::Fail => {
+                return Err(Error::corrupt(
+                    name,
+                    1,
+                    format!(
+                        "DASH state {pair}: neither the database nor the shadow is known complete"
+                    ),
+                ))
+            }
+        };
+        rec.detail = notes.join("; ");
+        return Ok(Settled {
+            recovery: rec,
+            state,
+        });
+    }
+    Err(Error::corrupt(
+        name,
+        1,
+        "DASH recovery did not settle after three exchanges",
+    ))
+}
+
+fn acquire_lock(ctx: &PreOpenCtx<'_>) -> Result<Arc<dyn VfsFile>> {
+    let f = ctx.vfs.open(&lock_path(ctx.path), OpenFlags::CREATE)?;
+    wait_os_lock(&f, ctx.path, ctx.busy_timeout)?;
+    Ok(f)
+}
+
+/// Called by `Pager::open` for every mode other than the shadow modes:
+/// if a shadow mode left files behind, recover the database from them
+/// (finishing or undoing the last transaction) and remove the shadow. The
+/// returned lock guard must be held until the database file is locked.
+pub fn leave_shadow_mode(
+    ctx: &PreOpenCtx<'_>,
+    sync: Synchronous,
+) -> Result<(Recovery, Option<Arc<dyn VfsFile>>)> {
+    if !ctx.vfs.exists(&lock_path(ctx.path))? {
+        return Ok((Recovery::default(), None));
+    }
+    let lock = acquire_lock(ctx)?;
+    let sp = shadow_path(ctx.path);
+    if !ctx.vfs.exists(&sp)? && !ctx.vfs.exists(&tmp_path(ctx.path))? {
+        return Ok((Recovery::default(), Some(lock)));
+    }
+    let settled = settle(ctx.vfs, ctx.path, sync, false)?;
+    if ctx.vfs.exists(&sp)? {
+        ctx.vfs.remove(&sp)?;
+        // Durably, or a later shadow-mode session could find a stale
+        // shadow beside a database another mode changed.
+        if syncs(sync) {
+            ctx.vfs.sync_dir(&parent_dir(ctx.path))?;
+        }
+    }
+    Ok((settled.recovery, Some(lock)))
+}
+
+/// The transaction being written into the shadow.
+struct Txn {
+    tid: u64,
+    /// Pages written into the shadow (a rollback copies them back).
+    touched: BTreeSet<Pgno>,
+    /// Pages spilled before commit (they belong to the GPL).
+    spilled: BTreeSet<Pgno>,
+    /// The Version Update is written (and synced unless `shadow-x` may
+    /// skip it).
+    vu_done: bool,
+    /// The first rename was attempted: the names may be mid-exchange.
+    exchanging: bool,
+}
+
+impl Txn {
+    fn new(tid: u64) -> Txn {
+        Txn {
+            tid,
+            touched: BTreeSet::new(),
+            spilled: BTreeSet::new(),
+            vu_done: false,
+            exchanging: false,
+        }
+    }
+}
+
+struct State {
+    /// `<db>-lock`, held for the session.
+    lock: Option<Arc<dyn VfsFile>>,
+    busy_timeout: Duration,
+    /// The open (and OS-locked) shadow file.
+    shadow: Option<Arc<dyn VfsFile>>,
+    /// The shadow on disk is the state before the database's last
+    /// transaction (or identical to the database).
+    ready: bool,
+    /// The shadow is identical to the database.
+    identical: bool,
+    /// Pages where the shadow differs from the database (the last
+    /// transaction's, exact in memory even when the on-disk GPL says all).
+    db_gpl: Gpl,
+    /// The shadow's durable tail is a reset with `FLAG_EXCLUSIVE`: a
+    /// `shadow-x` Version Update may skip its sync.
+    excl_durable: bool,
+    /// A reset with `FLAG_EXCLUSIVE` was written: Header Reset at close.
+    excl_written: bool,
+    txn: Option<Txn>,
+}
+
+/// Spilled pages, readable without the commit state's lock (the pager
+/// reads pages while a commit holds it).
+#[derive(Default)]
+struct SpillView {
+    tid: u64,
+    pages: HashSet<Pgno>,
+    shadow: Option<Arc<dyn VfsFile>>,
+}
+
+/// The DASH scheme: `shadow`, or `shadow-x` when `exclusive`.
+pub struct DashJournal {
+    exclusive: bool,
+    sync: Synchronous,
+    st: Mutex<State>,
+    spill: RwLock<SpillView>,
+}
+
+impl DashJournal {
+    /// A DASH journal; `exclusive` selects SHADOW-X.
+    pub fn new(exclusive: bool, sync: Synchronous) -> Self {
+        DashJournal {
+            exclusive,
+            sync,
+            st: Mutex::new(State {
+                lock: None,
+                busy_timeout: Duration::from_secs(5),
+                shadow: None,
+                ready: false,
+                identical: false,
+                db_gpl: Gpl::All,
+                excl_durable: false,
+                excl_written: false,
+                txn: None,
+            }),
+            spill: RwLock::default(),
+        }
+    }
+
+    fn syncs(&self) -> bool {
+        syncs(self.sync)
+    }
+
+    fn open_shadow(&self, st: &State, db: &DbFile, flags: OpenFlags) -> Result<Arc<dyn VfsFile>> {
+        let sp = shadow_path(&db.path);
+        let f = db.vfs.open(&sp, flags)?;
+        // The name `<db>` will point at this inode after the next exchange;
+        // lock it as the pager locked the database file.
+        wait_os_lock(&f, &sp, st.busy_timeout)?;
+        Ok(f)
+    }
+
+    /// Make sure a usable shadow is open before the first write.
+    fn ensure_shadow(&self, st: &mut State, db: &DbFile) -> Result<Arc<dyn VfsFile>> {
+        if st.ready {
+            if st.shadow.is_none() {
+                st.shadow = Some(self.open_shadow(st, db, OpenFlags::EXISTING)?);
+            }
+            if let Some(f) = &st.shadow {
+                return Ok(f.clone());
+            }
+        }
+        self.clone_shadow(st, db)
+    }
+
+    /// Create the shadow by cloning the database, crash-safely (paper
+    /// §5.3): the database gets a current version, the shadow the next
+    /// version with GPL = all (so a crash here is undone by a full copy),
+    /// then every page is copied and the shadow's version reset.
+    fn clone_shadow(&self, st: &mut State, db: &DbFile) -> Result<Arc<dyn VfsFile>> {
+        st.ready = false;
+        let ps = db.page_size;
+        let dbf = db.file();
+        let mut p1 = vec![0u8; ps];
+        dbf.read_exact_at(&mut p1, 0, 1)?;
+        let h = Header::read_from(&p1, &db.path.display().to_string())?;
+        let current = h.fcc + 1;
+        if !matches!(parse_tail(&p1), Tail::Valid { version, .. } if version == current) {
+            let t = tail_bytes(current, 0, &Gpl::Pages(Vec::new()));
+            dbf.write_at(&t, TAIL_OFFSET as u64)?;
+            if self.syncs() {
+                dbf.sync_data()?;
+            }
+            p1[TAIL_OFFSET..TAIL_OFFSET + t.len()].copy_from_slice(&t);
+        }
+        let created = !db.vfs.exists(&shadow_path(&db.path))?;
+        let f = match st.shadow.take() {
+            Some(f) => f,
+            None => self.open_shadow(st, db, OpenFlags::CREATE)?,
+        };
+        st.shadow = Some(f.clone());
+        let mut s1 = p1.clone();
+        let mut hs = h;
+        hs.fcc += 1;
+        hs.write_to(&mut s1);
+        put_tail(&mut s1, hs.fcc + 1, 0, &Gpl::All);
+        f.write_at(&s1, 0)?;
+        if self.syncs() {
+            f.sync_data()?;
+            if created {
+                db.vfs.sync_dir(&parent_dir(&db.path))?;
+            }
+        }
+        let pages: Vec<Pgno> = (2..=h.page_count).collect();
+        copy_pages(&dbf, &f, &pages, ps)?;
+        let want = h.page_count as u64 * ps as u64;
+        if f.len()? != want {
+            f.set_len(want)?;
+        }
+        if self.syncs() {
+            f.sync_data()?;
+        }
+        put_tail(&mut p1, 0, FLAG_IDENTICAL, &Gpl::Pages(Vec::new()));
+        f.write_at(&p1, 0)?;
+        if self.syncs() {
+            f.sync_data()?;
+        }
+        st.ready = true;
+        st.identical = true;
+        st.db_gpl = Gpl::Pages(Vec::new());
+        st.excl_durable = false;
+        Ok(f)
+    }
+
+    /// Version Update for a spill: the final page set is unknown, so the
+    /// GPL says all pages; the commit rewrites it exactly.
+    fn spill_inner(
+        &self,
+        st: &mut State,
+        txn: &mut Txn,
+        shadow: &Arc<dyn VfsFile>,
+        set: &CommitSet<'_>,
+        ps: usize,
+    ) -> Result<()> {
+        if !txn.vu_done {
+            let mut p1 = set.originals.original(1)?.to_vec();
+            let mut h = *set.header;
+            h.fcc = set.tid;
+            h.write_to(&mut p1);
+            put_tail(&mut p1, set.tid + 1, 0, &Gpl::All);
+            shadow.write_at(&p1, 0)?;
+            txn.touched.insert(1);
+            if self.syncs() && !(self.exclusive && st.excl_durable) {
+                shadow.sync_data()?;
+            }
+            txn.vu_done = true;
+        }
+        for p in set.pages {
+            let off = (p.pgno as u64 - 1) * ps as u64;
+            txn.touched.insert(p.pgno);
+            if p.pgno == 1 {
+                let mut img = p.data.to_vec();
+                put_tail(&mut img, set.tid + 1, 0, &Gpl::All);
+                shadow.write_at(&img, off)?;
+            } else {
+                shadow.write_at(&p.data, off)?;
+            }
+        }
+        // Only a spill that completed counts: the pager keeps the pages of a
+        // failed one dirty and writes them again.
+        txn.spilled.extend(set.pages.iter().map(|p| p.pgno));
+        let mut v = self.spill.write();
+        v.tid = set.tid;
+        v.pages.extend(set.pages.iter().map(|p| p.pgno));
+        v.shadow = Some(shadow.clone());
+        Ok(())
+    }
+
+    fn commit_inner(
+        &self,
+        st: &mut State,
+        txn: &mut Txn,
+        shadow: &Arc<dyn VfsFile>,
+        db: &DbFile,
+        set: &CommitSet<'_>,
+    ) -> Result<()> {
+        let ps = db.page_size;
+        let off = |p: Pgno| (p as u64 - 1) * ps as u64;
+        let first = set
+            .pages
+            .first()
+            .filter(|p| p.pgno == 1)
+            .ok_or_else(|| Error::InvalidArgument("commit set without page 1".into()))?;
+        let mut written: BTreeSet<Pgno> = set.pages.iter().map(|p| p.pgno).collect();
+        written.extend(txn.spilled.iter().copied());
+        // Pages a failed spill left in the shadow: restored below, and
+        // listed so that an undo after a crash covers them too.
+        let stray: Vec<Pgno> = txn.touched.difference(&written).copied().collect();
+        let listed: BTreeSet<Pgno> = written.union(&txn.touched).copied().collect();
+        let gpl = Gpl::of(&listed, ps);
+
+        // Version Update: the shadow's header page announces the new
+        // version and lists the pages this transaction writes.
+        let mut p1 = first.data.to_vec();
+        put_tail(&mut p1, set.tid + 1, 0, &gpl);
+        shadow.write_at(&p1, 0)?;
+        txn.touched.insert(1);
+        if !txn.vu_done {
+            if self.syncs() && !(self.exclusive && st.excl_durable) {
+                shadow.sync_data()?;
+            }
+            txn.vu_done = true;
+        }
+
+        // Aggregate Update: this transaction's pages, plus the previous
+        // transaction's (on which the shadow still holds older images).
+        for p in &set.pages[1..] {
+            shadow.write_at(&p.data, off(p.pgno))?;
+            txn.touched.insert(p.pgno);
+        }
+        let keep = set.orig_page_count.min(set.new_page_count);
+        let mut old_pages: BTreeSet<Pgno> = stray.into_iter().collect();
+        if !st.identical {
+            old_pages.extend(st.db_gpl.data_pages(keep));
+        }
+        for q in old_pages {
+            if q >= 2 && q <= keep && !written.contains(&q) {
+                shadow.write_at(&set.originals.original(q)?, off(q))?;
+                txn.touched.insert(q);
+            }
+        }
+        let want = set.new_page_count as u64 * ps as u64;
+        if shadow.len()? != want {
+            shadow.set_len(want)?;
+        }
+        if self.syncs() {
+            shadow.sync_data()?;
+        }
+
+        // Atomic Exchange: no sync; renames become durable in order.
+        txn.exchanging = true;
+        exchange(&db.vfs, &db.path)?;
+
+        // Version Reset on the new shadow (the old database file).
+        let old = db.file();
+        let flags = if self.exclusive { FLAG_EXCLUSIVE } else { 0 };
+        old.write_at(&reset_bytes(flags), TAIL_OFFSET as u64)?;
+        // NORMAL drops this sync in `shadow` (the commit may roll back);
+        // `shadow-x` needs it durable before its next unsynced update.
+        let synced = self.syncs() && (self.sync >= Synchronous::Full || self.exclusive);
+        if synced {
+            old.sync_data()?;
+        }
+        db.set_file(shadow.clone());
+        st.shadow = Some(old);
+        st.db_gpl = Gpl::Pages(listed.into_iter().collect());
+        st.identical = false;
+        st.excl_durable = self.exclusive && synced;
+        st.excl_written |= self.exclusive;
+        Ok(())
+    }
+
+    /// Undo a spill or a failed commit before the exchange: make the shadow
+    /// identical to the database again.
+    fn restore(&self, st: &State, db: &DbFile, txn: &Txn, orig_page_count: u32) -> Result<()> {
+        let Some(shadow) = st.shadow.clone() else {
+            return Ok(());
+        };
+        let dbf = db.file();
+        let side = read_side(&dbf)?;
+        let mut pages: BTreeSet<Pgno> = txn.touched.iter().copied().collect();
+        if !st.identical {
+            pages.extend(st.db_gpl.data_pages(orig_page_count));
+        }
+        let gpl = Gpl::Pages(pages.into_iter().collect());
+        let gpl = if side.header.is_some_and(|h| h.page_count == orig_page_count) {
+            gpl
+        } else {
+            return Err(Error::corrupt(
+                db.path.display().to_string(),
+                1,
+                "database header changed during a DASH transaction",
+            ));
+        };
+        reconstruct(&dbf, &side, &shadow, &gpl, self.syncs())?;
+        Ok(())
+    }
+}
+
+impl Journal for DashJournal {
+    fn mode(&self) -> JournalMode {
+        if self.exclusive {
+            JournalMode::ShadowX
+        } else {
+            JournalMode::Shadow
+        }
+    }
+
+    fn pre_open(&self, ctx: &PreOpenCtx<'_>) -> Result<Recovery> {
+        let lock = acquire_lock(ctx)?;
+        let settled = settle(ctx.vfs, ctx.path, self.sync, true)?;
+        let mut st = self.st.lock();
+        st.lock = Some(lock);
+        st.busy_timeout = ctx.busy_timeout;
+        match settled.state {
+            ShadowState::Ready { identical, db_gpl } => {
+                st.ready = true;
+                st.identical = identical;
+                st.db_gpl = db_gpl;
+            }
+            ShadowState::Missing | ShadowState::NeedsClone => st.ready = false,
+        }
+        Ok(settled.recovery)
+    }
+
+    fn recover(&self, _ctx: &RecoverCtx<'_>) -> Result<Recovery> {
+        // Everything happened in pre_open, before the file was opened.
+        Ok(Recovery::default())
+    }
+
+    fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        let shadow = self.ensure_shadow(&mut st, db)?;
+        let mut txn = st.txn.take().unwrap_or_else(|| Txn::new(set.tid));
+        txn.tid = set.tid;
+        let r = self.spill_inner(&mut st, &mut txn, &shadow, set, db.page_size);
+        st.txn = Some(txn);
+        r
+    }
+
+    fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        let shadow = self.ensure_shadow(&mut st, db)?;
+        // A transaction whose only spill failed is not rolled back through
+        // the journal; its stray pages carry over (same TID) and are
+        // restored by this aggregate.
+        let mut txn = st.txn.take().unwrap_or_else(|| Txn::new(set.tid));
+        txn.tid = set.tid;
+        let r = self.commit_inner(&mut st, &mut txn, &shadow, db, set);
+        if r.is_err() {
+            st.txn = Some(txn);
+        } else {
+            *self.spill.write() = SpillView::default();
+        }
+        r
+    }
+
+    fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()> {
+        let mut st = self.st.lock();
+        *self.spill.write() = SpillView::default();
+        let Some(txn) = st.txn.take() else {
+            return Ok(());
+        };
+        if txn.exchanging {
+            // The names may be mid-exchange; recovery at the next open
+            // settles them.
+            st.ready = false;
+            return Err(Error::Aborted(
+                "a DASH commit failed during the Atomic Exchange or Version Reset".into(),
+            ));
+        }
+        if txn.touched.is_empty() {
+            return Ok(());
+        }
+        match self.restore(&st, db, &txn, orig_page_count) {
+            Ok(()) => {
+                st.identical = true;
+                st.excl_durable = false;
+                Ok(())
+            }
+            Err(e) => {
+                st.ready = false;
+                Err(e)
+            }
+        }
+    }
+
+    fn close(&self, db: &DbFile) -> Result<()> {
+        let _ = db;
+        let mut st = self.st.lock();
+        if self.exclusive && st.ready && st.txn.is_none() && st.excl_written {
+            if let Some(f) = &st.shadow {
+                // Header Reset (paper §6): the next open trusts ⟨n, 0⟩ again.
+                let flags = if st.identical { FLAG_IDENTICAL } else { 0 };
+                f.write_at(&reset_bytes(flags), TAIL_OFFSET as u64)?;
+                if self.syncs() {
+                    f.sync_data()?;
+                }
+            }
+            st.excl_written = false;
+            st.excl_durable = false;
+        }
+        if let Some(f) = st.shadow.take() {
+            f.unlock()?;
+        }
+        if let Some(l) = st.lock.take() {
+            l.unlock()?;
+        }
+        Ok(())
+    }
+
+    fn read_page(&self, db: &DbFile, pgno: Pgno, snapshot: u64, buf: &mut [u8]) -> Result<()> {
+        {
+            // The writer reads its spilled pages back from the shadow.
+            let v = self.spill.read();
+            if snapshot == v.tid && v.pages.contains(&pgno) {
+                if let Some(f) = &v.shadow {
+                    let off = (pgno as u64 - 1) * db.page_size as u64;
+                    return f.read_exact_at(buf, off, pgno);
+                }
+            }
+        }
+        db.read_page(pgno, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_round_trips_and_rejects_damage() {
+        let mut page = vec![0u8; 512];
+        assert_eq!(parse_tail(&page), Tail::Zero);
+        let gpl = Gpl::Pages(vec![1, 2, 9]);
+        put_tail(&mut page, 7, FLAG_EXCLUSIVE, &gpl);
+        assert_eq!(
+            parse_tail(&page),
+            Tail::Valid {
+                version: 7,
+                flags: FLAG_EXCLUSIVE,
+                gpl: gpl.clone()
+            }
+        );
+        for i in TAIL_OFFSET..GPL_OFFSET + 12 {
+            let mut p = page.clone();
+            p[i] ^= 0x40;
+            assert_eq!(parse_tail(&p), Tail::Invalid, "byte {i}");
+        }
+        put_tail(&mut page, 3, 0, &Gpl::All);
+        assert!(matches!(
+            parse_tail(&page),
+            Tail::Valid { gpl: Gpl::All, .. }
+        ));
+        // A count beyond the capacity is damage, not an allocation.
+        let mut p = page.clone();
+        p[72..76].copy_from_slice(&(gpl_capacity(512) as u32 + 1).to_be_bytes());
+        assert_eq!(parse_tail(&p), Tail::Invalid);
+        assert_eq!(gpl_capacity(512), 108);
+        assert_eq!(gpl_capacity(4096), 1004);
+    }
+
+    #[test]
+    fn reset_fits_in_one_sector() {
+        assert_eq!(reset_bytes(0).len(), TAIL_FIELDS);
+        const { assert!(TAIL_OFFSET + TAIL_FIELDS <= 512) };
+    }
+
+    #[test]
+    fn decision_table() {
+        use Role::*;
+        let r = |flags| Reset { fcc: 4, flags };
+        assert_eq!(decide(Versioned(5), r(0)), Action::Consistent);
+        assert_eq!(decide(Versioned(5), Versioned(6)), Action::Undo);
+        assert_eq!(decide(Versioned(6), Versioned(5)), Action::Exchange);
+        assert_eq!(decide(r(0), Versioned(6)), Action::Exchange);
+        assert_eq!(
+            decide(Versioned(5), r(FLAG_EXCLUSIVE)),
+            Action::Clone { crash: true }
+        );
+        assert_eq!(decide(Untracked, r(0)), Action::Clone { crash: false });
+        assert_eq!(decide(Damaged, Versioned(3)), Action::Exchange);
+        assert_eq!(decide(Damaged, Damaged), Action::Fail);
+        assert_eq!(decide(r(FLAG_EXCLUSIVE), Untracked), Action::Fail);
+    }
+}
