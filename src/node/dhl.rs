@@ -102,6 +102,9 @@ pub struct PageScan {
     pub tids: Vec<u64>,
     /// A commit record carried by a valid version.
     pub record: Option<CommitRecord>,
+    /// Highest TID on the page, valid or not (a torn version included):
+    /// what recovery must invalidate when it is above the FCC.
+    pub top: u64,
 }
 
 fn be16(p: &[u8], at: usize) -> usize {
@@ -199,7 +202,10 @@ fn parse_version<'a>(
         if off < min || off >= ps {
             return Err(corrupt(
                 pgno,
-                format!("slot header {}: cell {i} offset {off} outside the cell area", h.slot),
+                format!(
+                    "slot header {}: cell {i} offset {off} outside the cell area",
+                    h.slot
+                ),
             ));
         }
         let mut r = Reader::new(page, off, ps, pgno);
@@ -224,7 +230,12 @@ fn parse_version<'a>(
 
 /// Parse and verify version `h`: a checksum mismatch (a torn write or
 /// damage) is corruption.
-fn verified<'a>(pgno: Pgno, page: &'a [u8], h: &SlotHeader, max_key: usize) -> Result<Vec<Extent<'a>>> {
+fn verified<'a>(
+    pgno: Pgno,
+    page: &'a [u8],
+    h: &SlotHeader,
+    max_key: usize,
+) -> Result<Vec<Extent<'a>>> {
     let (cells, crc) = parse_version(pgno, page, h, max_key)?;
     if crc != h.crc {
         return Err(corrupt(
@@ -339,7 +350,10 @@ impl DhlFormat {
             return Err(corrupt(at, format!("base image of {} bytes", base.len())));
         }
         let Some(vh) = Self::committed_slot(base, tid) else {
-            return Err(corrupt(at, "no committed version to write the new one over"));
+            return Err(corrupt(
+                at,
+                "no committed version to write the new one over",
+            ));
         };
         let max_key = self.max_key_len(ps);
         let vcells = match pgno {
@@ -412,7 +426,10 @@ impl DhlFormat {
 
     fn check_len(pgno: Pgno, page: &[u8], ps: usize) -> Result<()> {
         if page.len() != ps || ps < 512 {
-            return Err(corrupt(pgno, format!("page buffer of {} bytes", page.len())));
+            return Err(corrupt(
+                pgno,
+                format!("page buffer of {} bytes", page.len()),
+            ));
         }
         Ok(())
     }
@@ -428,6 +445,7 @@ impl DhlFormat {
         if let Some(tid) = raw_tid(pgno, page) {
             if tid != INV {
                 out.tids.push(tid);
+                out.top = tid;
             }
             return out;
         }
@@ -436,7 +454,11 @@ impl DhlFormat {
         }
         let max_key = self.max_key_len(ps);
         for h in (0..2).filter_map(|s| read_slot(page, s)) {
-            if h.tid == INV || verified(pgno, page, &h, max_key).is_err() {
+            if h.tid == INV {
+                continue;
+            }
+            out.top = out.top.max(h.tid);
+            if verified(pgno, page, &h, max_key).is_err() {
                 continue;
             }
             if !out.tids.contains(&h.tid) {
@@ -682,10 +704,7 @@ mod tests {
     const PS: usize = 512;
 
     fn ectx(tid: u64) -> EncodeCtx {
-        EncodeCtx {
-            page_size: PS,
-            tid,
-        }
+        EncodeCtx { page_size: PS, tid }
     }
 
     fn dctx(fcc: u64) -> DecodeCtx {
@@ -708,7 +727,9 @@ mod tests {
 
     fn enc(node: &Node, base: Option<&[u8]>, tid: u64) -> Vec<u8> {
         let mut out = vec![0u8; PS];
-        DhlFormat.encode(7, node, base, &ectx(tid), &mut out).unwrap();
+        DhlFormat
+            .encode(7, node, base, &ectx(tid), &mut out)
+            .unwrap();
         out
     }
 
@@ -721,7 +742,11 @@ mod tests {
         assert!(f.decode(7, &p1, &dctx(0)).is_err(), "TID 1 above FCC 0");
         let v2 = leaf(&[("a", 10), ("c", 12)]);
         let p2 = enc(&v2, Some(&p1), 2);
-        assert_eq!(f.decode(7, &p2, &dctx(1)).unwrap(), v1, "uncommitted is invisible");
+        assert_eq!(
+            f.decode(7, &p2, &dctx(1)).unwrap(),
+            v1,
+            "uncommitted is invisible"
+        );
         assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), v2);
         // The committed version's bytes are untouched: only slot 1, column
         // 1 and free space changed.
@@ -733,7 +758,11 @@ mod tests {
         assert_eq!(p1[..SLOT_LEN], p2[..SLOT_LEN]);
         let v3 = leaf(&[("c", 12), ("d", 40)]);
         let p3 = enc(&v3, Some(&p2), 3);
-        assert_eq!(read_slot(&p3, 0).unwrap().tid, 3, "the older header is reused");
+        assert_eq!(
+            read_slot(&p3, 0).unwrap().tid,
+            3,
+            "the older header is reused"
+        );
         assert_eq!(f.decode(7, &p3, &dctx(3)).unwrap(), v3);
         assert_eq!(f.decode(7, &p3, &dctx(2)).unwrap(), v2);
     }

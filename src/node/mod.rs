@@ -10,7 +10,7 @@
 
 pub(crate) mod cell;
 pub mod dhl;
-mod slotted;
+pub mod slotted;
 
 pub use dhl::DhlFormat;
 pub use slotted::{SlottedFormat, SlottedMetaFormat, META_TRAILER};

@@ -125,7 +125,8 @@ fn encode(pgno: Pgno, node: &Node, ps: usize, reserve: usize, out: &mut [u8]) ->
             out[0] = LEAF;
             for (i, c) in cells.iter().enumerate() {
                 end -= cell::leaf_len(c);
-                out[HEADER + 2 * i..HEADER + 2 * i + 2].copy_from_slice(&(end as u16).to_be_bytes());
+                out[HEADER + 2 * i..HEADER + 2 * i + 2]
+                    .copy_from_slice(&(end as u16).to_be_bytes());
                 cell::put_leaf(out, end, c);
             }
         }
@@ -134,7 +135,8 @@ fn encode(pgno: Pgno, node: &Node, ps: usize, reserve: usize, out: &mut [u8]) ->
             out[8..12].copy_from_slice(&right.to_be_bytes());
             for (i, c) in cells.iter().enumerate() {
                 end -= cell::interior_len(c);
-                out[HEADER + 2 * i..HEADER + 2 * i + 2].copy_from_slice(&(end as u16).to_be_bytes());
+                out[HEADER + 2 * i..HEADER + 2 * i + 2]
+                    .copy_from_slice(&(end as u16).to_be_bytes());
                 cell::put_interior(out, end, c);
             }
         }
