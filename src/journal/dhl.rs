@@ -266,7 +266,8 @@ struct ScanResult {
     records: HashMap<u64, CommitRecord>,
     /// Highest valid TID.
     top: u64,
-    /// Highest TID on each page (valid or not), to find what to invalidate.
+    /// Highest TID on each page (valid or not), to find what to
+    /// invalidate; `u64::MAX` marks a page with a torn version.
     page_top: Vec<u64>,
 }
 
@@ -324,10 +325,10 @@ impl Journal for DhlJournal {
                     *scan.count.entry(t).or_insert(0) += 1;
                     scan.top = scan.top.max(t);
                 }
-                if let Some(r) = s.record {
+                for r in s.records {
                     scan.records.insert(r.tid, r);
                 }
-                scan.page_top[pgno as usize] = s.top;
+                scan.page_top[pgno as usize] = if s.broken { u64::MAX } else { s.top };
             }
             pg += k;
         }
@@ -351,7 +352,7 @@ impl Journal for DhlJournal {
             }
             let off = (pgno as u64 - 1) * ps as u64;
             file.read_exact_at(&mut page, off, pgno)?;
-            if self.format.invalidate(&mut page, pgno, |t| t > fcc) > 0 {
+            if self.format.repair(&mut page, pgno, fcc) > 0 {
                 file.write_at(&page, off)?;
                 invalidated += 1;
             }

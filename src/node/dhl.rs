@@ -100,11 +100,17 @@ pub struct PageScan {
     /// TIDs of the valid (checksummed, not invalidated) versions on the
     /// page: up to two slot headers, or one non-tree envelope.
     pub tids: Vec<u64>,
-    /// A commit record carried by a valid version.
-    pub record: Option<CommitRecord>,
+    /// Commit records carried by valid versions (both versions of a page
+    /// can be commit pages).
+    pub records: Vec<CommitRecord>,
     /// Highest TID on the page, valid or not (a torn version included):
     /// what recovery must invalidate when it is above the FCC.
     pub top: u64,
+    /// A version failed its checksum: a torn write (or damage) that
+    /// recovery must look at even if its TID is not above the FCC (a torn
+    /// new version may overwrite cells of the older committed version
+    /// whose header the torn write did not replace).
+    pub broken: bool,
 }
 
 fn be16(p: &[u8], at: usize) -> usize {
@@ -459,13 +465,14 @@ impl DhlFormat {
             }
             out.top = out.top.max(h.tid);
             if verified(pgno, page, &h, max_key).is_err() {
+                out.broken = true;
                 continue;
             }
             if !out.tids.contains(&h.tid) {
                 out.tids.push(h.tid);
             }
             if h.flags & FLAG_COMMIT != 0 {
-                out.record = Some(CommitRecord {
+                out.records.push(CommitRecord {
                     tid: h.tid,
                     txn_size: h.txn_size,
                     page_count: h.page_count,
@@ -497,6 +504,39 @@ impl DhlFormat {
         let slots: Vec<SlotHeader> = (0..2).filter_map(|s| read_slot(page, s)).collect();
         for h in slots {
             if h.tid != INV && doomed(h.tid) {
+                let at = h.slot * SLOT_LEN + 8;
+                page[at..at + 8].copy_from_slice(&INV.to_be_bytes());
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Recovery's repair of one page once the FCC is decided: invalidate
+    /// every version above `fcc`, and every version below the visible one
+    /// that fails its checksum (cells a torn write reclaimed from it). The
+    /// visible version itself is never invalidated: if it is damaged,
+    /// reads report it. Returns the versions invalidated.
+    pub fn repair(&self, page: &mut [u8], pgno: Pgno, fcc: u64) -> usize {
+        let ps = page.len();
+        if ps < 512 {
+            return 0;
+        }
+        if raw_tid(pgno, page).is_some() {
+            return self.invalidate(page, pgno, |t| t > fcc);
+        }
+        if page[0] != MAGIC {
+            return 0;
+        }
+        let max_key = self.max_key_len(ps);
+        let visible = Self::visible_slot(page, fcc).map(|h| h.slot);
+        let slots: Vec<SlotHeader> = (0..2).filter_map(|s| read_slot(page, s)).collect();
+        let mut n = 0;
+        for h in slots {
+            let doomed = h.tid != INV
+                && (h.tid > fcc
+                    || (Some(h.slot) != visible && verified(pgno, page, &h, max_key).is_err()));
+            if doomed {
                 let at = h.slot * SLOT_LEN + 8;
                 page[at..at + 8].copy_from_slice(&INV.to_be_bytes());
                 n += 1;
@@ -546,6 +586,41 @@ impl NodeFormat for DhlFormat {
 
     fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node> {
         Self::check_len(pgno, page, ctx.page_size)?;
+        let max_key = self.max_key_len(ctx.page_size);
+        // Under one-writer locking a reader meets at most the next
+        // writer's version above its FCC (recovery and rollback
+        // invalidate the rest), and every version not invalidated checks
+        // out. Verifying both headers turns damage to the visible header's
+        // TID or magic into an error instead of a silent fallback to the
+        // older version.
+        for s in 0..2 {
+            match page[s * SLOT_LEN] {
+                0 => {}
+                MAGIC => {
+                    let h = read_slot(page, s).expect("magic checked");
+                    if h.tid == INV {
+                        continue;
+                    }
+                    if h.tid > ctx.committed_tid.saturating_add(1) {
+                        return Err(corrupt(
+                            pgno,
+                            format!(
+                                "slot header {s}: TID {} above the FCC {} (damaged, or left by \
+                                 an unrecovered transaction)",
+                                h.tid, ctx.committed_tid
+                            ),
+                        ));
+                    }
+                    verified(pgno, page, &h, max_key)?;
+                }
+                b => {
+                    return Err(corrupt(
+                        pgno,
+                        format!("slot header {s}: bad magic {b:#04x}"),
+                    ))
+                }
+            }
+        }
         let Some(h) = Self::visible_slot(page, ctx.committed_tid) else {
             let tids: Vec<String> = (0..2)
                 .filter_map(|s| read_slot(page, s))
@@ -560,8 +635,7 @@ impl NodeFormat for DhlFormat {
                 ),
             ));
         };
-        let max_key = self.max_key_len(ctx.page_size);
-        let cells = verified(pgno, page, &h, max_key)?;
+        let cells = parse_version(pgno, page, &h, max_key)?.0;
         if h.kind == LEAF {
             let mut out: Vec<LeafCell> = Vec::with_capacity(cells.len());
             for (i, (off, _, _)) in cells.iter().enumerate() {
@@ -825,7 +899,16 @@ mod tests {
         let mut torn = p2.clone();
         torn[256..].copy_from_slice(&p1[256..]);
         assert_eq!(f.scan(7, &torn).tids, vec![1]);
+        assert!(
+            f.decode(7, &torn, &dctx(1)).is_err(),
+            "torn version reported"
+        );
+        assert_eq!(f.invalidate(&mut torn, 7, |t| t > 1), 1, "as recovery does");
         assert_eq!(f.decode(7, &torn, &dctx(1)).unwrap(), v1);
+        // A version two transactions ahead cannot be legitimate.
+        let mut ahead = p2.clone();
+        ahead[SLOT_LEN + 8..SLOT_LEN + 16].copy_from_slice(&3u64.to_be_bytes());
+        assert!(f.decode(7, &ahead, &dctx(1)).is_err());
     }
 
     #[test]
@@ -853,7 +936,7 @@ mod tests {
         };
         assert!(f.embed_commit(7, &mut p2, rec).unwrap());
         let s = f.scan(7, &p2);
-        assert_eq!(s.record, Some(rec));
+        assert_eq!(s.records, vec![rec]);
         let mut t = s.tids.clone();
         t.sort();
         assert_eq!(t, vec![1, 2]);

@@ -195,7 +195,8 @@ impl Pager {
             Recovery::default()
         };
         let r = journal.recover(&ctx)?;
-        if r.recovered {
+        if r.recovered || !r.detail.is_empty() {
+            // A scan that found nothing to undo still reports what it did.
             recovery = r;
         }
 
