@@ -359,7 +359,7 @@ fn damaged_pages_give_errors_never_wrong_data() {
         rng ^= rng << 17;
         let at = ps + (rng as usize % (img.len() - ps));
         let mut bad = img.clone();
-        bad[at] ^= 1 << (rng >> 40) % 8;
+        bad[at] ^= 1 << ((rng >> 40) % 8);
         let v = MemVfs::new();
         v.write_file(Path::new(PATH), bad);
         let db = match Db::open(Path::new(PATH), opts(&v, JournalMode::DhlCc, true, ps)) {
