@@ -65,6 +65,11 @@ struct State {
     /// Page 1 was rewritten as the commit mark of `tid`; a rollback must
     /// put this header back.
     restore_page1: Option<Header>,
+    /// Some page of `written` was written twice (spilled, then spilled or
+    /// committed again). Its earlier version carries the same TID, so a
+    /// count cannot tell it from the final one: the commit then orders
+    /// the pages before the mark with an fdatasync, as `dhl-tc` does.
+    rewritten: bool,
 }
 
 impl State {
@@ -74,6 +79,14 @@ impl State {
             self.written.clear();
             self.commit_page = None;
             self.restore_page1 = None;
+            self.rewritten = false;
+        }
+    }
+
+    /// Add a page to W before it is written.
+    fn note(&mut self, pgno: Pgno) {
+        if !self.written.insert(pgno) {
+            self.rewritten = true;
         }
     }
 }
@@ -391,7 +404,7 @@ impl Journal for DhlJournal {
         st.begin(set.tid);
         for p in set.pages.iter().filter(|p| p.pgno != 1) {
             // Into W before the write, so a failure is undone too.
-            st.written.insert(p.pgno);
+            st.note(p.pgno);
             db.write_page(p.pgno, &p.data)?;
         }
         Ok(())
@@ -433,7 +446,10 @@ impl Journal for DhlJournal {
         self.mark_session(&mut st, db, set.prev_header)?;
         st.begin(set.tid);
         let body: Vec<&PageImage> = set.pages.iter().filter(|p| p.pgno != 1).collect();
-        st.written.extend(body.iter().map(|p| p.pgno));
+        for p in &body {
+            st.note(p.pgno);
+        }
+        let ordered = self.protocol == CommitProtocol::Traditional || st.rewritten;
         let header_mark = header_must_be_written(set.prev_header, set.header, true);
         let commit_page = match st.commit_page {
             Some((t, p)) if t == set.tid && self.embed && !header_mark => Some(p),
@@ -442,7 +458,7 @@ impl Journal for DhlJournal {
         match commit_page {
             Some(cp) => {
                 // Embedded commit record in page `cp`.
-                if self.protocol == CommitProtocol::Traditional {
+                if ordered {
                     for p in body.iter().filter(|p| p.pgno != cp) {
                         db.write_page(p.pgno, &p.data)?;
                     }
@@ -465,7 +481,7 @@ impl Journal for DhlJournal {
                 for p in &body {
                     db.write_page(p.pgno, &p.data)?;
                 }
-                let counting = self.protocol == CommitProtocol::Counting && !header_mark;
+                let counting = !ordered && !header_mark;
                 let tail = if counting {
                     Tail {
                         pending: Some((st.written.len() as u32, set.orig_page_count)),
@@ -484,6 +500,7 @@ impl Journal for DhlJournal {
         st.written.clear();
         st.commit_page = None;
         st.restore_page1 = None;
+        st.rewritten = false;
         Ok(())
     }
 
@@ -516,6 +533,7 @@ impl Journal for DhlJournal {
         self.sync(db)?;
         st.written.clear();
         st.commit_page = None;
+        st.rewritten = false;
         Ok(())
     }
 
