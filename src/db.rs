@@ -355,6 +355,7 @@ impl Db {
             db: inner,
             pages: Some(WritePages { pager, st }),
             io_start: inner.counters.snapshot(),
+            failed: None,
         })
     }
 
@@ -558,19 +559,52 @@ pub struct WriteTxn<'db> {
     db: &'db Inner,
     pages: Option<WritePages<'db>>,
     io_start: IoSnapshot,
+    /// An operation failed half-way (its tree changes may be partial, a
+    /// spill may have failed): the transaction can only roll back.
+    failed: Option<String>,
 }
 
 impl<'db> WriteTxn<'db> {
+    fn aborted(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(Error::Aborted(format!(
+                "an earlier error aborted this transaction: {why}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn pages(&self) -> Result<&WritePages<'db>> {
+        self.aborted()?;
         self.pages
             .as_ref()
             .ok_or_else(|| Error::Aborted("transaction already finished".into()))
     }
 
     fn pages_mut(&mut self) -> Result<&mut WritePages<'db>> {
+        self.aborted()?;
         self.pages
             .as_mut()
             .ok_or_else(|| Error::Aborted("transaction already finished".into()))
+    }
+
+    /// Remember a failure that may have left partial changes. Errors
+    /// raised before anything changes (bad argument, key too large, no
+    /// such table) leave the transaction usable.
+    fn note<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            let harmless = matches!(
+                e,
+                Error::KeyTooLarge { .. }
+                    | Error::NoSuchTable(_)
+                    | Error::InvalidArgument(_)
+                    | Error::Aborted(_)
+            );
+            if !harmless {
+                self.failed = Some(e.to_string());
+            }
+        }
+        r
     }
 
     fn catalog(&self) -> Result<Pgno> {
@@ -579,6 +613,11 @@ impl<'db> WriteTxn<'db> {
 
     /// Create a table; false if it already exists.
     pub fn create_table(&mut self, name: &str) -> Result<bool> {
+        let r = self.create_table_inner(name);
+        self.note(r)
+    }
+
+    fn create_table_inner(&mut self, name: &str) -> Result<bool> {
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
         if btree::get(p, catalog, name.as_bytes())?.is_some() {
@@ -603,6 +642,11 @@ impl<'db> WriteTxn<'db> {
 
     /// Drop a table and free its pages; false if it did not exist.
     pub fn drop_table(&mut self, name: &str) -> Result<bool> {
+        let r = self.drop_table_inner(name);
+        self.note(r)
+    }
+
+    fn drop_table_inner(&mut self, name: &str) -> Result<bool> {
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
         let root = match btree::get(p, catalog, name.as_bytes())? {
@@ -624,21 +668,26 @@ impl<'db> WriteTxn<'db> {
 
     /// Insert or replace.
     pub fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        let catalog = self.catalog()?;
-        let cfg = self.db.tree;
-        let p = self.pages_mut()?;
-        let root = table_root(p, catalog, table)?;
-        btree::insert(p, root, key, value, &cfg)?;
-        Ok(())
+        let r = (|| {
+            let catalog = self.catalog()?;
+            let cfg = self.db.tree;
+            let p = self.pages_mut()?;
+            let root = table_root(p, catalog, table)?;
+            btree::insert(p, root, key, value, &cfg).map(|_| ())
+        })();
+        self.note(r)
     }
 
     /// Delete; true if the key existed.
     pub fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool> {
-        let catalog = self.catalog()?;
-        let cfg = self.db.tree;
-        let p = self.pages_mut()?;
-        let root = table_root(p, catalog, table)?;
-        btree::delete(p, root, key, &cfg)
+        let r = (|| {
+            let catalog = self.catalog()?;
+            let cfg = self.db.tree;
+            let p = self.pages_mut()?;
+            let root = table_root(p, catalog, table)?;
+            btree::delete(p, root, key, &cfg)
+        })();
+        self.note(r)
     }
 
     /// Read one key (sees this transaction's own changes).
@@ -663,6 +712,10 @@ impl<'db> WriteTxn<'db> {
 
     /// Make the changes atomic and durable.
     pub fn commit(mut self) -> Result<()> {
+        if let Err(e) = self.aborted() {
+            self.finish_rollback()?;
+            return Err(e);
+        }
         let pages = self
             .pages
             .take()

@@ -25,6 +25,10 @@ enum Cmd {
     },
     /// Count the I/O of single-row auto-commit transactions in every mode.
     Iostat(twinpage::tools::iostat::Args),
+    /// Benchmark twinpage against SQLite and the physical floor.
+    Bench(twinpage::tools::bench::Args),
+    /// Explore crash states of every journal mode (docs/CRASH.md).
+    Crashtest(twinpage::tools::crashtest::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +50,8 @@ fn main() -> ExitCode {
             Ok::<i32, twinpage::Error>(0)
         })(),
         Cmd::Iostat(a) => twinpage::tools::iostat::run(a),
+        Cmd::Bench(a) => twinpage::tools::bench::run(a),
+        Cmd::Crashtest(a) => twinpage::tools::crashtest::run(a),
     };
     match r {
         Ok(code) => ExitCode::from(code as u8),

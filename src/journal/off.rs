@@ -170,9 +170,10 @@ impl Journal for OffJournal {
             if p.pgno <= set.orig_page_count && !st.undo.contains_key(&p.pgno) {
                 st.undo.insert(p.pgno, set.originals.original(p.pgno)?);
             }
+            // Set before writing: a spill that fails half-way must be undone.
+            st.spilled = true;
             db.write_page(p.pgno, &p.data)?;
         }
-        st.spilled = true;
         Ok(())
     }
 

@@ -180,35 +180,36 @@ impl RollbackJournal {
     }
 
     /// Invalidate the journal: the transaction is committed (or rolled back).
+    /// The transaction's state is forgotten only once that succeeded, so
+    /// a failed invalidation at commit is rolled back from the journal.
     fn finish(&self, st: &mut State, vfs: &Arc<dyn Vfs>, db_path: &Path) -> Result<()> {
-        st.records = 0;
-        st.journaled.clear();
-        st.db_dirty = false;
-        let Some(file) = st.file.clone() else {
-            return Ok(());
-        };
-        match self.kind {
-            RollbackKind::Delete => {
-                st.file = None;
-                drop(file);
-                vfs.remove(&Self::path(db_path))?;
-                if self.sync == Synchronous::Extra {
-                    vfs.sync_dir(&parent_dir(db_path))?;
+        if let Some(file) = st.file.clone() {
+            match self.kind {
+                RollbackKind::Delete => {
+                    drop(file);
+                    vfs.remove(&Self::path(db_path))?;
+                    st.file = None;
+                    if self.sync == Synchronous::Extra {
+                        vfs.sync_dir(&parent_dir(db_path))?;
+                    }
                 }
-            }
-            RollbackKind::Truncate => {
-                file.set_len(0)?;
-                if self.sync >= Synchronous::Full {
-                    file.sync_data()?;
+                RollbackKind::Truncate => {
+                    file.set_len(0)?;
+                    if self.sync >= Synchronous::Full {
+                        file.sync_data()?;
+                    }
                 }
-            }
-            RollbackKind::Persist => {
-                file.write_at(&[0u8; 36], 0)?;
-                if self.sync >= Synchronous::Full {
-                    file.sync_data()?;
+                RollbackKind::Persist => {
+                    file.write_at(&[0u8; 36], 0)?;
+                    if self.sync >= Synchronous::Full {
+                        file.sync_data()?;
+                    }
                 }
             }
         }
+        st.records = 0;
+        st.journaled.clear();
+        st.db_dirty = false;
         Ok(())
     }
 
@@ -310,24 +311,26 @@ impl Journal for RollbackJournal {
         self.finish(&mut st, &db.vfs, &db.path)
     }
 
-    fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()> {
+    fn rollback(&self, db: &DbFile, _orig_page_count: u32) -> Result<()> {
         let mut st = self.st.lock();
         if !st.db_dirty {
             return self.finish(&mut st, &db.vfs, &db.path);
         }
-        match st.file.clone() {
-            Some(j) => {
-                if self.play_back(&j, &db.file())?.is_none() {
-                    return Err(Error::corrupt(
-                        Self::path(&db.path).display().to_string(),
-                        0,
-                        "journal header unreadable during rollback",
-                    ));
-                }
-            }
-            None => db
-                .file()
-                .set_len(orig_page_count as u64 * db.page_size as u64)?,
+        // The database file holds pages of the transaction: only the
+        // journal can undo them. If it is gone or no longer valid (its
+        // invalidation failed half-way), the transaction may be durable
+        // and cannot be undone here: fail, so the pager requires a reopen
+        // and recovery decides.
+        let undone = match st.file.clone() {
+            Some(j) => self.play_back(&j, &db.file())?.is_some(),
+            None => false,
+        };
+        if !undone {
+            return Err(Error::corrupt(
+                Self::path(&db.path).display().to_string(),
+                0,
+                "journal gone or invalid while the database holds uncommitted pages; reopen to recover",
+            ));
         }
         self.finish(&mut st, &db.vfs, &db.path)
     }

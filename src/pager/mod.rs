@@ -968,7 +968,13 @@ impl WritePages<'_> {
     pub fn commit(mut self) -> Result<()> {
         self.pager.check_poison()?;
         let freed = std::mem::take(&mut self.st.freed);
-        freelist::release(&mut self, &freed)?;
+        if let Err(e) = freelist::release(&mut self, &freed) {
+            // Releasing may itself spill; undo whatever reached the file.
+            if self.st.exclusive {
+                self.pager.undo_storage(&self.st);
+            }
+            return Err(e);
+        }
         // Pages allocated and freed again by this transaction were never
         // written; write them (zeroed) so the file covers the page count.
         let ps = self.pager.db.page_size;
@@ -990,9 +996,11 @@ impl WritePages<'_> {
         Ok(())
     }
 
-    /// Roll back: drop the private pages and undo any spill.
+    /// Roll back: drop the private pages and undo any spill. A spill that
+    /// failed half-way wrote pages it did not record as spilled, so any
+    /// transaction that reached the journal is undone.
     pub fn rollback(self) -> Result<()> {
-        if !self.st.spilled.is_empty() {
+        if self.st.exclusive {
             self.pager.undo_storage(&self.st);
             self.pager.check_poison()?;
         }

@@ -3,9 +3,11 @@
 //! Everything above this module does I/O only through [`Vfs`] and
 //! [`VfsFile`], so the same engine runs on the OS ([`OsVfs`]), in memory
 //! ([`MemVfs`]), and on the crash-simulating file system used by the crash
-//! explorer. [`CountingVfs`] wraps any of them and counts every call.
+//! explorer ([`sim::SimVfs`]). [`CountingVfs`] wraps any of them and counts
+//! every call; [`fault::FaultVfs`] makes a chosen call fail.
 
 mod counting;
+pub mod fault;
 mod mem;
 mod os;
 pub mod sim;

@@ -1,0 +1,10 @@
+//! Crash-consistency tooling: the workload driver and its model, the crash
+//! explorer, I/O error injection, damaged-file checks and the child
+//! process of the kill test. `twinpage crashtest` ([`super::crashtest`])
+//! is the command-line front end; docs/CRASH.md describes the design.
+
+pub mod explore;
+pub mod workload;
+pub mod inject;
+pub mod child;
+pub mod damage;

@@ -1,0 +1,127 @@
+//! The `twinpage bench` command line, end to end (small and fast: tmpfs
+//! when available, a handful of transactions).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+fn twinpage() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_twinpage"))
+}
+
+#[test]
+fn mobibench_writes_json_with_documented_fields() {
+    let dir = scratch();
+    let json: PathBuf = dir.path().join("out.json");
+    let out = twinpage()
+        .args([
+            "bench",
+            "mobibench",
+            "--no-isolate",
+            "--txns",
+            "20",
+            "--prefill",
+            "100",
+        ])
+        .args(["--op", "update", "--ops-per-txn", "2", "--dist", "zipf"])
+        .args([
+            "--engine",
+            "twinpage:persist",
+            "--engine",
+            "sqlite:wal,synchronous=normal",
+        ])
+        .args([
+            "--engine",
+            "floor",
+            "--baseline",
+            "sqlite:wal,synchronous=normal",
+        ])
+        .arg("--dir")
+        .arg(dir.path().join("db"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("journal_mode=wal"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[1]["engine"], "sqlite:wal,synchronous=normal");
+    for r in runs {
+        for f in [
+            "engine",
+            "txns",
+            "txn_per_sec",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "writes_per_txn",
+            "bytes_written_per_txn",
+            "fdatasync_per_txn",
+            "fsync_per_txn",
+            "block_write_reqs_per_txn",
+            "block_kib_per_txn",
+            "db_bytes",
+            "aux_bytes",
+        ] {
+            assert!(r.get(f).is_some(), "missing {f} in {r}");
+        }
+        assert_eq!(r["txns"], 20);
+    }
+    assert_eq!(runs[1]["txn_per_sec_ratio"], 1.0);
+}
+
+#[test]
+fn recovery_rolls_back_or_commits() {
+    let dir = scratch();
+    let json = dir.path().join("rec.json");
+    let out = twinpage()
+        .args(["bench", "recovery", "--no-isolate", "--cache", "warm"])
+        .args(["--warm", "100", "--records", "2", "--reps", "1"])
+        .arg("--dir")
+        .arg(dir.path().join("db"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert!(runs.len() >= 9, "{runs:?}");
+    for r in runs {
+        let engine = r["engine"].as_str().unwrap();
+        let outcome = r["outcome"].as_str().unwrap();
+        // Rollback journals are killed mid-commit and must roll back; WAL
+        // and OFF commits finish before the kill.
+        if ["delete", "truncate", "persist"]
+            .iter()
+            .any(|m| engine.ends_with(m))
+        {
+            assert_eq!(r["killed"], "mid-commit", "{r}");
+            assert_eq!(outcome, "rolled back", "{r}");
+            assert!(r["leftover_aux_bytes"].as_u64().unwrap() > 0, "{r}");
+        } else {
+            assert_eq!(outcome, "committed", "{r}");
+        }
+    }
+}
