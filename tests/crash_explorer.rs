@@ -27,7 +27,13 @@ fn share(total: u64, sync: Synchronous) -> u64 {
     (total / guarded).max(total / 16)
 }
 
-fn run(mode: JournalMode, model: PersistenceModel, sync: Synchronous, total: u64, seed: u64) -> Report {
+fn run(
+    mode: JournalMode,
+    model: PersistenceModel,
+    sync: Synchronous,
+    total: u64,
+    seed: u64,
+) -> Report {
     let mut cfg = ExploreConfig::new(mode, model);
     cfg.sync = sync;
     cfg.seed = seed;
@@ -60,12 +66,28 @@ fn assert_clean(rep: &Report) {
 #[test]
 fn every_mode_survives_ext4_ordered_crashes() {
     for &mode in JournalMode::ALL {
-        let rep = run(mode, PersistenceModel::Ext4Ordered, Synchronous::Full, 24_000, 11);
+        let rep = run(
+            mode,
+            PersistenceModel::Ext4Ordered,
+            Synchronous::Full,
+            24_000,
+            11,
+        );
         assert_clean(&rep);
         if mode.durability(Synchronous::Full) != Durability::None {
-            assert!(rep.states >= share(24_000, Synchronous::Full), "{mode}: budget not reached");
-            assert!(rep.recovery_states > 0, "{mode}: recovery was never crashed");
-            assert!(rep.coverage.spills > 0 && rep.coverage.max_depth >= 3, "{mode}: {}", rep.coverage);
+            assert!(
+                rep.states >= share(24_000, Synchronous::Full),
+                "{mode}: budget not reached"
+            );
+            assert!(
+                rep.recovery_states > 0,
+                "{mode}: recovery was never crashed"
+            );
+            assert!(
+                rep.coverage.spills > 0 && rep.coverage.max_depth >= 3,
+                "{mode}: {}",
+                rep.coverage
+            );
         }
     }
 }
@@ -73,7 +95,13 @@ fn every_mode_survives_ext4_ordered_crashes() {
 #[test]
 fn every_mode_survives_or_detects_torn_writes() {
     for &mode in JournalMode::ALL {
-        assert_clean(&run(mode, PersistenceModel::Torn, Synchronous::Full, 12_000, 21));
+        assert_clean(&run(
+            mode,
+            PersistenceModel::Torn,
+            Synchronous::Full,
+            12_000,
+            21,
+        ));
     }
 }
 
@@ -83,7 +111,13 @@ fn every_mode_at_every_sync_level() {
         for sync in [Synchronous::Normal, Synchronous::Extra, Synchronous::Off] {
             assert_clean(&run(mode, PersistenceModel::Ext4Ordered, sync, 4_500, 31));
         }
-        assert_clean(&run(mode, PersistenceModel::Strict, Synchronous::Full, 3_000, 41));
+        assert_clean(&run(
+            mode,
+            PersistenceModel::Strict,
+            Synchronous::Full,
+            3_000,
+            41,
+        ));
     }
 }
 
@@ -91,7 +125,11 @@ fn every_mode_at_every_sync_level() {
 /// before the database is written lets a crash tear a commit.
 #[test]
 fn explorer_catches_a_skipped_journal_sync() {
-    for mode in [JournalMode::Delete, JournalMode::Truncate, JournalMode::Persist] {
+    for mode in [
+        JournalMode::Delete,
+        JournalMode::Truncate,
+        JournalMode::Persist,
+    ] {
         for model in [PersistenceModel::Ext4Ordered, PersistenceModel::Torn] {
             let mut cfg = ExploreConfig::new(mode, model);
             cfg.states = 3000;
@@ -105,7 +143,10 @@ fn explorer_catches_a_skipped_journal_sync() {
                 "{mode} {model}: a mode without its journal sync went unnoticed ({rep})"
             );
             let v = &rep.violations[0];
-            assert!(v.state.contains("unsynced") || v.state.contains("not durable"), "{v}");
+            assert!(
+                v.state.contains("unsynced") || v.state.contains("not durable"),
+                "{v}"
+            );
         }
         // The strict model keeps everything in order: it cannot see a
         // missing sync.

@@ -16,7 +16,10 @@ fn campaign(kind: FaultKind, sync: Synchronous) {
         eprintln!("{rep}");
         assert!(rep.violations.is_empty(), "{}", rep.violations.join("\n"));
         assert_eq!(rep.points, rep.calls, "{mode} {kind}: every call tested");
-        assert!(rep.surfaced * 10 >= rep.points * 9, "{mode} {kind}: injected errors vanished: {rep}");
+        assert!(
+            rep.surfaced * 10 >= rep.points * 9,
+            "{mode} {kind}: injected errors vanished: {rep}"
+        );
     }
 }
 
