@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::Duration;
-use twinpage::tools::crash::damage::{apply, decode_mutations, exercise, seed, Mutation, Seed, Target};
+use twinpage::tools::crash::damage::{
+    apply, decode_mutations, exercise, seed, Mutation, Seed, Target,
+};
 
 /// No single allocation may exceed this: the seed files are a few hundred
 /// KiB, so anything near it means a length read from a damaged file was
@@ -70,12 +72,15 @@ fn run(which: usize, muts: Vec<Mutation>) -> Result<(), TestCaseError> {
     });
     match rx.recv_timeout(Duration::from_secs(20)) {
         Ok(unexpected) => {
-            prop_assert!(unexpected.is_empty(), "untyped errors {unexpected:?} for {muts:?}");
+            prop_assert!(
+                unexpected.is_empty(),
+                "untyped errors {unexpected:?} for {muts:?}"
+            );
             Ok(())
         }
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(TestCaseError::fail(format!(
-            "hang (> 20 s) for {muts:?}"
-        ))),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            Err(TestCaseError::fail(format!("hang (> 20 s) for {muts:?}")))
+        }
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             Err(TestCaseError::fail(format!("panic for {muts:?}")))
         }

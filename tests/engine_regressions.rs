@@ -34,7 +34,10 @@ fn pages_allocated_and_freed_in_one_transaction_keep_the_file_whole() {
         db.check().unwrap();
         assert_eq!(db.get("t", b"again").unwrap(), Some(vec![8u8; 3000]));
         db.close().unwrap();
-        let len = vfs.read_file(std::path::Path::new("/t/a.db")).unwrap().len();
+        let len = vfs
+            .read_file(std::path::Path::new("/t/a.db"))
+            .unwrap()
+            .len();
         assert_eq!(len % 1024, 0, "{mode}");
     }
 }
@@ -58,7 +61,10 @@ mod failing {
     }
 
     impl FailOnce {
-        pub fn new(inner: MemVfs, pred: impl Fn(&str, &Path, u64) -> bool + Send + Sync + 'static) -> Self {
+        pub fn new(
+            inner: MemVfs,
+            pred: impl Fn(&str, &Path, u64) -> bool + Send + Sync + 'static,
+        ) -> Self {
             FailOnce {
                 inner,
                 armed: Arc::new(AtomicBool::new(false)),
@@ -69,7 +75,11 @@ mod failing {
         fn fail(&self, op: &'static str, path: &Path, arg: u64) -> Result<()> {
             if self.armed.load(Ordering::SeqCst) && (self.pred)(op, path, arg) {
                 self.armed.store(false, Ordering::SeqCst);
-                return Err(Error::io(op, path, std::io::Error::from_raw_os_error(libc::EIO)));
+                return Err(Error::io(
+                    op,
+                    path,
+                    std::io::Error::from_raw_os_error(libc::EIO),
+                ));
             }
             Ok(())
         }
@@ -118,7 +128,11 @@ mod failing {
                 self.vfs.armed.store(false, Ordering::SeqCst);
                 // A short write: half of it lands.
                 self.inner.write_at(&buf[..buf.len() / 2], offset)?;
-                return Err(Error::io("pwrite", &self.path, std::io::Error::from_raw_os_error(libc::EIO)));
+                return Err(Error::io(
+                    "pwrite",
+                    &self.path,
+                    std::io::Error::from_raw_os_error(libc::EIO),
+                ));
             }
             self.inner.write_at(buf, offset)
         }
@@ -172,7 +186,11 @@ fn read_all(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
 #[test]
 fn failed_journal_invalidation_is_rolled_back() {
     use std::sync::atomic::Ordering;
-    for &mode in &[JournalMode::Delete, JournalMode::Truncate, JournalMode::Persist] {
+    for &mode in &[
+        JournalMode::Delete,
+        JournalMode::Truncate,
+        JournalMode::Persist,
+    ] {
         let mem = MemVfs::new();
         let fs = failing::FailOnce::new(mem.clone(), move |op, p, arg| {
             is_journal(p)
@@ -200,7 +218,10 @@ fn failed_journal_invalidation_is_rolled_back() {
         for i in 0..40u32 {
             t.put("t", &(1000 + i).to_be_bytes(), &[2u8; 300]).unwrap();
         }
-        assert!(t.commit().is_err(), "{mode}: the injected failure must surface");
+        assert!(
+            t.commit().is_err(),
+            "{mode}: the injected failure must surface"
+        );
         let committed: Vec<_> = before
             .iter()
             .cloned()
@@ -219,7 +240,11 @@ fn failed_journal_invalidation_is_rolled_back() {
         if usable {
             // What the files say (recovered by another process) must agree
             // with what this one sees.
-            assert_eq!(snapshot_contents(&mem, mode), before, "{mode}: disk and memory disagree");
+            assert_eq!(
+                snapshot_contents(&mem, mode),
+                before,
+                "{mode}: disk and memory disagree"
+            );
         }
         match db.put("t", b"after", b"x") {
             Ok(()) => {
@@ -227,12 +252,20 @@ fn failed_journal_invalidation_is_rolled_back() {
                 want.push((b"after".to_vec(), b"x".to_vec()));
                 want.sort();
                 assert_eq!(read_all(&db), want, "{mode}");
-                assert_eq!(snapshot_contents(&mem, mode), want, "{mode}: disk and memory disagree");
+                assert_eq!(
+                    snapshot_contents(&mem, mode),
+                    want,
+                    "{mode}: disk and memory disagree"
+                );
                 db.check().unwrap();
                 db.close().unwrap();
                 let db = Db::open("/t/a.db", o()).unwrap();
                 db.check().unwrap();
-                assert_eq!(read_all(&db), want, "{mode}: a restart changed the contents");
+                assert_eq!(
+                    read_all(&db),
+                    want,
+                    "{mode}: a restart changed the contents"
+                );
             }
             Err(twinpage::Error::Aborted(_)) => {
                 // The journal could not be invalidated nor played back (a
@@ -292,6 +325,10 @@ fn failed_spill_aborts_the_transaction_and_is_undone() {
         db.close().unwrap();
         let db = Db::open("/t/a.db", o()).unwrap();
         db.check().unwrap();
-        assert_eq!(read_all(&db), live, "{mode}: a restart changed the contents");
+        assert_eq!(
+            read_all(&db),
+            live,
+            "{mode}: a restart changed the contents"
+        );
     }
 }

@@ -33,7 +33,8 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: &'static [FaultKind] = &[FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite];
+    pub const ALL: &'static [FaultKind] =
+        &[FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite];
 
     /// Canonical name.
     pub fn name(self) -> &'static str {
@@ -259,14 +260,19 @@ impl VfsFile for FaultFile {
     }
 
     fn sync_data(&self) -> Result<()> {
-        if self.vfs.hit(FaultKind::Eio, || format!("fdatasync {}", self.path.display())) {
+        if self.vfs.hit(FaultKind::Eio, || {
+            format!("fdatasync {}", self.path.display())
+        }) {
             return Err(self.failed_sync("fdatasync"));
         }
         self.inner.sync_data()
     }
 
     fn sync_all(&self) -> Result<()> {
-        if self.vfs.hit(FaultKind::Eio, || format!("fsync {}", self.path.display())) {
+        if self
+            .vfs
+            .hit(FaultKind::Eio, || format!("fsync {}", self.path.display()))
+        {
             return Err(self.failed_sync("fsync"));
         }
         self.inner.sync_all()

@@ -764,9 +764,9 @@ impl CrashImage {
     pub fn write_to_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
         let mut out = Vec::new();
         for (p, b) in &self.files {
-            let name = p
-                .file_name()
-                .ok_or_else(|| Error::InvalidArgument(format!("no file name in {}", p.display())))?;
+            let name = p.file_name().ok_or_else(|| {
+                Error::InvalidArgument(format!("no file name in {}", p.display()))
+            })?;
             let dest = dir.join(name);
             std::fs::write(&dest, b).map_err(|e| Error::io("write", &dest, e))?;
             std::fs::File::open(&dest)
@@ -1051,8 +1051,7 @@ impl SimLog {
                             if spec.model == PersistenceModel::Torn && *synced_at >= cut {
                                 copy(file, *start, end - start, src, true);
                             } else {
-                                file[*start as usize..end as usize]
-                                    .copy_from_slice(&data[src..]);
+                                file[*start as usize..end as usize].copy_from_slice(&data[src..]);
                             }
                         }
                     }
@@ -1093,7 +1092,11 @@ impl SimLog {
             let _ = writeln!(s, "  op {i:>5} {}: {what}", self.recs[i].op);
         }
         if lost_ns.len() > 8 {
-            let _ = writeln!(s, "  ... {} more namespace ops not durable", lost_ns.len() - 8);
+            let _ = writeln!(
+                s,
+                "  ... {} more namespace ops not durable",
+                lost_ns.len() - 8
+            );
         }
         let fate: HashMap<usize, &Keep> = spec.writes.iter().map(|(w, k)| (*w, k)).collect();
         for &(w, n) in &info.uncertain {
@@ -1230,7 +1233,10 @@ mod tests {
             ns_durable: ns,
             writes: vec![(3, Keep::Kept)],
         };
-        assert_eq!(file(&log.image(&all_kept(0)), "/d/j"), Some(vec![7u8; 1024]));
+        assert_eq!(
+            file(&log.image(&all_kept(0)), "/d/j"),
+            Some(vec![7u8; 1024])
+        );
         assert_eq!(file(&log.image(&all_kept(1)), "/d/j"), Some(vec![]));
         let mut want = vec![1u8; 100];
         want[..10].fill(2);
@@ -1268,7 +1274,10 @@ mod tests {
         let a = fs.open(&p("/d/a"), OpenFlags::EXISTING).unwrap();
         a.write_at(&[9u8; 1536], 256).unwrap(); // sectors 0..=3
         let log = fs.log();
-        assert_eq!(log.cut_info(2, PersistenceModel::Torn).uncertain, vec![(1, 4)]);
+        assert_eq!(
+            log.cut_info(2, PersistenceModel::Torn).uncertain,
+            vec![(1, 4)]
+        );
         let img = log.image(&CrashSpec {
             model: PersistenceModel::Torn,
             cut: 2,

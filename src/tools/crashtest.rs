@@ -3,12 +3,12 @@
 //! explored, states per second and violations; on a violation prints a
 //! reproducer and exits non-zero.
 
-use super::crash::explore::{explore, ExploreConfig, Target};
 use super::crash::child::{kill_campaign, run_child, KillConfig};
+use super::crash::explore::{explore, ExploreConfig, Target};
 use super::crash::inject::{inject, InjectConfig};
-use crate::storage::fault::FaultKind;
 use super::crash::workload::WorkloadConfig;
 use crate::journal::{Durability, ModeOptions, TestFaults};
+use crate::storage::fault::FaultKind;
 use crate::storage::sim::PersistenceModel;
 use crate::{Error, JournalMode, Result, Synchronous};
 use std::time::Duration;
@@ -254,7 +254,9 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if let Some(path) = &a.child_workload {
         let [mode] = modes[..] else {
-            return Err(Error::InvalidArgument("--child-workload needs one --mode".into()));
+            return Err(Error::InvalidArgument(
+                "--child-workload needs one --mode".into(),
+            ));
         };
         return run_child(path, mode, a.sync, a.seed, a.page_size);
     }

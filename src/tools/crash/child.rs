@@ -207,10 +207,13 @@ pub fn kill_campaign(cfg: &KillConfig) -> Result<KillReport> {
         });
         // Wait until the child is ready, then kill it after a random delay.
         let ready = rx.recv_timeout(Duration::from_secs(30));
-        let delay = Duration::from_micros(rng.random_range(0..cfg.max_delay.as_micros().max(1) as u64));
+        let delay =
+            Duration::from_micros(rng.random_range(0..cfg.max_delay.as_micros().max(1) as u64));
         std::thread::sleep(delay);
         let _ = child.kill();
-        let status = child.wait().map_err(|e| Error::io("wait", &cfg.binary, e))?;
+        let status = child
+            .wait()
+            .map_err(|e| Error::io("wait", &cfg.binary, e))?;
         let _ = reader.join();
         let mut stderr = String::new();
         if let Some(mut e) = child.stderr.take() {
@@ -258,8 +261,11 @@ pub fn kill_campaign(cfg: &KillConfig) -> Result<KillReport> {
             Ok((m, recovered)) => {
                 rep.recovered += recovered as u64;
                 let fp = m.fingerprint();
-                let ok = (acked..=started)
-                    .any(|k| models.get(k as usize).is_some_and(|x| x.fingerprint() == fp));
+                let ok = (acked..=started).any(|k| {
+                    models
+                        .get(k as usize)
+                        .is_some_and(|x| x.fingerprint() == fp)
+                });
                 (!ok).then(|| {
                     let want = models.get(acked as usize).cloned().unwrap_or_default();
                     format!(

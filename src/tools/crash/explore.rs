@@ -546,8 +546,8 @@ fn wrong_contents(
         Some(k) => format!("recovered the contents of commit {k}, outside the allowed range"),
         None => "recovered contents match no commit".to_string(),
     };
-    let got = Db::open(DB_PATH, cfg.options(Arc::new(img.to_mem_vfs())))
-        .and_then(|db| Model::read(&db));
+    let got =
+        Db::open(DB_PATH, cfg.options(Arc::new(img.to_mem_vfs()))).and_then(|db| Model::read(&db));
     if let Ok(m) = got {
         let want = acked.clamp(lo, started);
         s.push_str(&format!(
@@ -572,9 +572,7 @@ fn recover_and_check(cfg: &ExploreConfig, img: &CrashImage) -> (Outcome, u64) {
     let path = Path::new(DB_PATH);
     let sim = img.to_sim_vfs();
     let opts = cfg.options(Arc::new(sim.clone()));
-    let bad = |f: Failure| {
-        (Outcome { result: Err(f) }, 0)
-    };
+    let bad = |f: Failure| (Outcome { result: Err(f) }, 0);
     let db = match Db::open(path, opts.clone()) {
         Ok(db) => db,
         Err(e) => return bad(fail(format!("recovery (open) failed: {e}"))),
@@ -672,8 +670,5 @@ fn recover_and_check(cfg: &ExploreConfig, img: &CrashImage) -> (Outcome, u64) {
             }
         }
     }
-    (
-        Outcome { result: Ok(fp) },
-        nested_states,
-    )
+    (Outcome { result: Ok(fp) }, nested_states)
 }

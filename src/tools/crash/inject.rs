@@ -310,7 +310,9 @@ fn drive(
         pt.surfaced = true;
         pt.error_kind = Some(error_kind(e));
         if error_kind(e) == 3 {
-            return Err(format!("the failure surfaced as an unexpected error kind: {e}"));
+            return Err(format!(
+                "the failure surfaced as an unexpected error kind: {e}"
+            ));
         }
     }
     let guarded = cfg.mode.durability(Synchronous::Full) != Durability::None;
@@ -351,7 +353,9 @@ fn drive(
                     allowed.extend(more);
                 }
                 if error_kind(&e) == 3 {
-                    return Err(format!("a later call failed with an unexpected error kind: {e}"));
+                    return Err(format!(
+                        "a later call failed with an unexpected error kind: {e}"
+                    ));
                 }
             }
         }
@@ -369,7 +373,10 @@ fn drive(
     match reopen {
         Err(e) if guarded => return Err(format!("reopen after the failure failed: {e}")),
         Ok(m) if guarded && !in_set(&m, &allowed) => {
-            return Err(format!("after a restart the contents {}", describe_miss(&m, &allowed)))
+            return Err(format!(
+                "after a restart the contents {}",
+                describe_miss(&m, &allowed)
+            ))
         }
         Err(_) => pt.unprotected = true,
         Ok(m) if !in_set(&m, &allowed) => pt.unprotected = true,

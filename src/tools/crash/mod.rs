@@ -3,8 +3,8 @@
 //! process of the kill test. `twinpage crashtest` ([`super::crashtest`])
 //! is the command-line front end; docs/CRASH.md describes the design.
 
-pub mod explore;
-pub mod workload;
-pub mod inject;
 pub mod child;
 pub mod damage;
+pub mod explore;
+pub mod inject;
+pub mod workload;

@@ -422,7 +422,8 @@ impl Generator {
                     });
                     continue;
                 };
-                let keys: Vec<Vec<u8>> = t.range(first..).take(run).map(|(k, _)| k.clone()).collect();
+                let keys: Vec<Vec<u8>> =
+                    t.range(first..).take(run).map(|(k, _)| k.clone()).collect();
                 for key in keys {
                     t.remove(&key);
                     steps.push(Step::Delete {
