@@ -140,17 +140,20 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
     }
 }
 
-/// Check the state `p` sees, described by `header`.
-pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport> {
-    let n = header.page_count as usize;
+/// Pages reachable from the catalog: every tree page and overflow page
+/// (indexed by page number, `0..=page_count`). Used to rebuild an
+/// in-memory free list after a crash.
+pub fn reachable<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<Vec<bool>> {
     let mut w = Walker {
         p,
-        owner: vec![0u8; n + 1],
-        report: CheckReport {
-            page_count: header.page_count,
-            ..Default::default()
-        },
+        owner: vec![0u8; header.page_count as usize + 1],
+        report: CheckReport::default(),
     };
+    walk_trees(&mut w, header)?;
+    Ok(w.owner.iter().map(|&o| o != 0).collect())
+}
+
+fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
     let mut catalog = Vec::new();
     let d = w.tree(header.catalog_root, None, None, 0, &mut catalog, true)?;
     w.report.max_depth = d;
@@ -165,16 +168,35 @@ pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport
             )
         })?;
         let root = u32::from_be_bytes(arr);
-        let keys_before = w.report.keys;
         let d = w.tree(root, None, None, 0, &mut Vec::new(), false)?;
         w.report.max_depth = w.report.max_depth.max(d);
-        let _ = keys_before;
         w.report.tables += 1;
     }
     w.report.keys -= catalog.len() as u64;
-    // Free list: trunk chain plus leaves.
-    let mut trunk = header.freelist_head;
+    Ok(())
+}
+
+/// Check the state `p` sees, described by `header`.
+pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport> {
+    let n = header.page_count as usize;
+    let mut w = Walker {
+        p,
+        owner: vec![0u8; n + 1],
+        report: CheckReport {
+            page_count: header.page_count,
+            ..Default::default()
+        },
+    };
+    walk_trees(&mut w, header)?;
+    // Free list: in memory (in-page schemes), or a trunk chain plus leaves.
     let mut free = 0u64;
+    if let Some(list) = p.free_pages() {
+        for l in list {
+            w.claim(l, "free-list")?;
+            free += 1;
+        }
+    }
+    let mut trunk = header.freelist_head;
     while trunk != 0 {
         w.claim(trunk, "free-list trunk")?;
         free += 1;

@@ -223,6 +223,9 @@ pub struct Stats {
     pub recovery: Recovery,
     /// The previous session ended without a clean close.
     pub opened_after_crash: bool,
+    /// Counters of the journal mode, by name (WAL: `wal_frames`,
+    /// `checkpoints`, `checkpoints_blocked_by_readers`, ...).
+    pub journal: Vec<(&'static str, u64)>,
 }
 
 struct Inner {
@@ -443,6 +446,7 @@ impl Db {
             io: self.io_counters(),
             recovery: p.recovery.clone(),
             opened_after_crash: p.opened_after_crash,
+            journal: p.journal_stats(),
         }
     }
 

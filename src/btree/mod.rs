@@ -10,7 +10,7 @@ mod cursor;
 pub use cursor::RangeIter;
 
 use crate::error::{Error, Pgno, Result};
-use crate::node::{InteriorCell, LeafCell, Node, NodeFormat, Value};
+use crate::node::{EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat, Value};
 use std::sync::Arc;
 
 /// Deeper than this means a cycle in a damaged file.
@@ -28,6 +28,12 @@ pub trait PageRead {
     fn node(&self, pgno: Pgno) -> Result<Arc<Node>>;
     /// Raw bytes of a page (overflow and free-list pages).
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>>;
+    /// The free pages, when the pager keeps the free list in memory (the
+    /// in-page schemes); `None` when it lives in trunk pages chained from
+    /// the header.
+    fn free_pages(&self) -> Option<Vec<Pgno>> {
+        None
+    }
 }
 
 /// Write access: the private pages of a write transaction.
@@ -43,6 +49,14 @@ pub trait PageWrite: PageRead {
     /// Whether `node` fits on page `pgno` (formats that keep the previous
     /// version in the page need that page's committed image to tell).
     fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool>;
+    /// Whether `node` fits on a page this transaction allocates.
+    fn fits_fresh(&self, node: &Node) -> bool {
+        let ctx = EncodeCtx {
+            page_size: self.page_size(),
+            tid: 0,
+        };
+        self.format().fits(node, None, &ctx)
+    }
 }
 
 /// Tree maintenance switches.
@@ -130,15 +144,17 @@ pub fn read_value<P: PageRead + ?Sized>(p: &P, v: &Value) -> Result<Vec<u8>> {
     }
 }
 
-fn overflow_per_page(ps: usize) -> usize {
-    ps - 4
+/// Value bytes per overflow page: after the `next` pointer, before the
+/// format's envelope.
+fn overflow_per_page<P: PageRead + ?Sized>(p: &P) -> usize {
+    p.page_size() - 4 - p.format().raw_reserved()
 }
 
 /// Read an overflow chain of `len` bytes. The length is checked against
 /// the file size before anything is allocated, and the chain may not be
 /// longer than the length implies (no cycles).
 pub fn read_overflow<P: PageRead + ?Sized>(p: &P, head: Pgno, len: u64) -> Result<Vec<u8>> {
-    let per = overflow_per_page(p.page_size()) as u64;
+    let per = overflow_per_page(p) as u64;
     let pages = len.div_ceil(per);
     if pages > p.page_count() as u64 || (len > 0 && head == 0) {
         return Err(corrupt(
@@ -168,7 +184,7 @@ pub fn read_overflow<P: PageRead + ?Sized>(p: &P, head: Pgno, len: u64) -> Resul
 
 /// Pages of an overflow chain (validated as in [`read_overflow`]).
 pub fn overflow_pages<P: PageRead + ?Sized>(p: &P, head: Pgno, len: u64) -> Result<Vec<Pgno>> {
-    let per = overflow_per_page(p.page_size()) as u64;
+    let per = overflow_per_page(p) as u64;
     let pages = len.div_ceil(per);
     if pages > p.page_count() as u64 {
         return Err(corrupt(
@@ -194,7 +210,7 @@ pub fn overflow_pages<P: PageRead + ?Sized>(p: &P, head: Pgno, len: u64) -> Resu
 
 fn write_overflow<P: PageWrite + ?Sized>(p: &mut P, data: &[u8]) -> Result<Pgno> {
     let ps = p.page_size();
-    let per = overflow_per_page(ps);
+    let per = overflow_per_page(p);
     let chunks: Vec<&[u8]> = data.chunks(per).collect();
     let mut pages = Vec::with_capacity(chunks.len());
     for _ in 0..chunks.len() {
@@ -241,6 +257,23 @@ struct Split {
     right: Pgno,
 }
 
+/// Where [`store`] put a node: the page now holding it (or its left
+/// half), and the right half if it split. When `first` differs from the
+/// page the node came from, the node moved and its parent must follow.
+struct Placed {
+    first: Pgno,
+    split: Option<Split>,
+}
+
+impl Placed {
+    fn at(pgno: Pgno) -> Placed {
+        Placed {
+            first: pgno,
+            split: None,
+        }
+    }
+}
+
 /// Shortest key `s` with `left < s <= right`.
 fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
     let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
@@ -268,23 +301,48 @@ fn used_bytes<P: PageRead + ?Sized>(p: &P, node: &Node) -> usize {
     }
 }
 
-/// Store `node` at `pgno`, splitting it if it does not fit.
+/// Put `node` on a page this transaction allocates, giving up `old`
+/// unless it is pinned (the root never moves).
+fn relocate<P: PageWrite + ?Sized>(p: &mut P, old: Pgno, node: Node, pinned: bool) -> Result<Pgno> {
+    let new = p.allocate()?;
+    p.put_node(new, node)?;
+    if !pinned {
+        p.free(old)?;
+    }
+    Ok(new)
+}
+
+/// Store `node` at `pgno`; if it does not fit there, split it, or move it
+/// to a new page. A format that keeps the committed version inside the
+/// page can refuse a node that would fit an empty page (the space it
+/// frees becomes usable only after the commit); a small node then moves,
+/// a large one splits, and a half that still does not fit in place moves.
+/// `pinned` pages (the root) never move: the caller grows the tree over
+/// the pages returned instead.
 fn store<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
     node: Node,
     appended: bool,
-) -> Result<Option<Split>> {
+    pinned: bool,
+) -> Result<Placed> {
     if p.fits(pgno, &node)? {
         p.put_node(pgno, node)?;
-        return Ok(None);
+        return Ok(Placed::at(pgno));
     }
     let f = p.format();
-    match node {
-        Node::Leaf(_) | Node::Interior { .. } if node.len() < 3 => Err(corrupt(
+    let half = f.capacity(p.page_size()) / 2;
+    if p.fits_fresh(&node) && (node.len() < 3 || (!pinned && used_bytes(p, &node) <= half)) {
+        let new = relocate(p, pgno, node, pinned)?;
+        return Ok(Placed::at(new));
+    }
+    if node.len() < 3 {
+        return Err(corrupt(
             pgno,
             "node with fewer than three cells does not fit a page",
-        )),
+        ));
+    }
+    let (left, right_node, sep) = match node {
         Node::Leaf(mut cells) => {
             // Appending at the end (sequential keys): keep the left page
             // full instead of leaving two half-empty pages.
@@ -296,10 +354,7 @@ fn store<P: PageWrite + ?Sized>(
             };
             let right_cells = cells.split_off(m);
             let sep = separator(&cells.last().expect("left half").key, &right_cells[0].key);
-            let right = p.allocate()?;
-            p.put_node(pgno, Node::Leaf(cells))?;
-            p.put_node(right, Node::Leaf(right_cells))?;
-            Ok(Some(Split { sep, right }))
+            (Node::Leaf(cells), Node::Leaf(right_cells), sep)
         }
         Node::Interior { mut cells, right } => {
             let sizes: Vec<usize> = cells.iter().map(|c| f.interior_cell_size(c)).collect();
@@ -311,48 +366,58 @@ fn store<P: PageWrite + ?Sized>(
             .clamp(1, cells.len() - 2);
             let right_cells = cells.split_off(m + 1);
             let mid = cells.pop().expect("middle cell");
-            let new_right = p.allocate()?;
-            p.put_node(
-                pgno,
+            (
                 Node::Interior {
                     cells,
                     right: mid.child,
                 },
-            )?;
-            p.put_node(
-                new_right,
                 Node::Interior {
                     cells: right_cells,
                     right,
                 },
-            )?;
-            Ok(Some(Split {
-                sep: mid.key,
-                right: new_right,
-            }))
+                mid.key,
+            )
         }
-    }
+    };
+    let right = p.allocate()?;
+    p.put_node(right, right_node)?;
+    let first = if p.fits(pgno, &left)? {
+        p.put_node(pgno, left)?;
+        pgno
+    } else {
+        relocate(p, pgno, left, pinned)?
+    };
+    Ok(Placed {
+        first,
+        split: Some(Split { sep, right }),
+    })
 }
 
-/// Record a child split in its parent's cells.
-fn absorb_split(cells: &mut Vec<InteriorCell>, right: &mut Pgno, idx: usize, s: Split) {
+/// Point the parent's child slot `idx` at where the child went.
+fn absorb(cells: &mut Vec<InteriorCell>, right: &mut Pgno, idx: usize, placed: Placed) {
+    let last = match &placed.split {
+        Some(s) => s.right,
+        None => placed.first,
+    };
     if idx < cells.len() {
-        let old = cells[idx].child;
-        cells[idx].child = s.right;
-        cells.insert(
-            idx,
-            InteriorCell {
-                key: s.sep,
-                child: old,
-            },
-        );
+        cells[idx].child = last;
+        if let Some(s) = placed.split {
+            cells.insert(
+                idx,
+                InteriorCell {
+                    key: s.sep,
+                    child: placed.first,
+                },
+            );
+        }
     } else {
-        let old = *right;
-        *right = s.right;
-        cells.push(InteriorCell {
-            key: s.sep,
-            child: old,
-        });
+        *right = last;
+        if let Some(s) = placed.split {
+            cells.push(InteriorCell {
+                key: s.sep,
+                child: placed.first,
+            });
+        }
     }
 }
 
@@ -367,10 +432,8 @@ pub fn insert<P: PageWrite + ?Sized>(
     check_key(p, key)?;
     let v = make_value(p, key, value)?;
     let mut op = Op::Put(Some(v));
-    let (existed, split) = modify(p, root, key, &mut op, cfg, 0)?;
-    if let Some(s) = split {
-        grow_root(p, root, s)?;
-    }
+    let (existed, placed) = modify(p, root, key, &mut op, cfg, 0)?;
+    settle_root(p, root, placed)?;
     Ok(existed)
 }
 
@@ -382,10 +445,8 @@ pub fn delete<P: PageWrite + ?Sized>(
     cfg: &TreeConfig,
 ) -> Result<bool> {
     let mut op = Op::Delete;
-    let (existed, split) = modify(p, root, key, &mut op, cfg, 0)?;
-    if let Some(s) = split {
-        grow_root(p, root, s)?;
-    }
+    let (existed, placed) = modify(p, root, key, &mut op, cfg, 0)?;
+    settle_root(p, root, placed)?;
     shrink_root(p, root)?;
     Ok(existed)
 }
@@ -420,20 +481,48 @@ enum Op {
     Delete,
 }
 
-fn grow_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, s: Split) -> Result<()> {
-    let left_node = (*p.node(root)?).clone();
-    let left = p.allocate()?;
-    p.put_node(left, left_node)?;
-    p.put_node(
-        root,
-        Node::Interior {
+/// The root stays at its page: when its content split or moved, the root
+/// becomes an interior node over the pages that hold it. If even that
+/// does not fit in place, it goes one level down and the root keeps a
+/// single child (an interior node without cells fits any page).
+fn settle_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, placed: Placed) -> Result<()> {
+    if placed.first == root && placed.split.is_none() {
+        return Ok(());
+    }
+    let first = if placed.first == root {
+        let content = (*p.node(root)?).clone();
+        let left = p.allocate()?;
+        p.put_node(left, content)?;
+        left
+    } else {
+        placed.first
+    };
+    let node = match placed.split {
+        Some(s) => Node::Interior {
             cells: vec![InteriorCell {
                 key: s.sep,
-                child: left,
+                child: first,
             }],
             right: s.right,
         },
-    )
+        None => Node::Interior {
+            cells: Vec::new(),
+            right: first,
+        },
+    };
+    if p.fits(root, &node)? {
+        return p.put_node(root, node);
+    }
+    let down = p.allocate()?;
+    p.put_node(down, node)?;
+    let stub = Node::Interior {
+        cells: Vec::new(),
+        right: down,
+    };
+    if !p.fits(root, &stub)? {
+        return Err(corrupt(root, "the format cannot hold a one-child root"));
+    }
+    p.put_node(root, stub)
 }
 
 /// A root interior node left with a single child takes over its content.
@@ -444,6 +533,10 @@ fn shrink_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno) -> Result<()> {
             Node::Interior { cells, right } if cells.is_empty() => {
                 let child = *right;
                 let content = (*p.node(child)?).clone();
+                if !p.fits(root, &content)? {
+                    // Possible once the root's current version commits.
+                    return Ok(());
+                }
                 p.put_node(root, content)?;
                 p.free(child)?;
             }
@@ -460,7 +553,7 @@ fn modify<P: PageWrite + ?Sized>(
     op: &mut Op,
     cfg: &TreeConfig,
     depth: usize,
-) -> Result<(bool, Option<Split>)> {
+) -> Result<(bool, Placed)> {
     if depth > MAX_DEPTH {
         return Err(corrupt(
             pgno,
@@ -478,7 +571,7 @@ fn modify<P: PageWrite + ?Sized>(
                     let old = std::mem::replace(&mut cells[i].value, new);
                     free_value(p, &old)?;
                     let last = i + 1 == cells.len();
-                    Ok((true, store(p, pgno, Node::Leaf(cells), last)?))
+                    Ok((true, store(p, pgno, Node::Leaf(cells), last, depth == 0)?))
                 }
                 (Op::Put(v), Err(i)) => {
                     let mut cells = cells.clone();
@@ -490,35 +583,46 @@ fn modify<P: PageWrite + ?Sized>(
                             value: v.take().expect("value consumed once"),
                         },
                     );
-                    Ok((false, store(p, pgno, Node::Leaf(cells), appended)?))
+                    Ok((
+                        false,
+                        store(p, pgno, Node::Leaf(cells), appended, depth == 0)?,
+                    ))
                 }
                 (Op::Delete, Ok(i)) => {
                     let mut cells = cells.clone();
                     let c = cells.remove(i);
                     free_value(p, &c.value)?;
-                    p.put_node(pgno, Node::Leaf(cells))?;
-                    Ok((true, None))
+                    Ok((true, store(p, pgno, Node::Leaf(cells), false, depth == 0)?))
                 }
-                (Op::Delete, Err(_)) => Ok((false, None)),
+                (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
             }
         }
         Node::Interior { cells, right } => {
             let idx = child_index(cells, key);
             let child = child_at(cells, *right, idx);
-            let (existed, split) = modify(p, child, key, op, cfg, depth + 1)?;
+            let (existed, placed) = modify(p, child, key, op, cfg, depth + 1)?;
             let (mut cells, mut right) = (cells.clone(), *right);
             let appended = idx == cells.len();
-            match split {
-                Some(s) => absorb_split(&mut cells, &mut right, idx, s),
-                None if matches!(op, Op::Delete) && existed => {
-                    if !rebalance(p, &mut cells, &mut right, idx, cfg)? {
-                        return Ok((existed, None));
-                    }
-                }
-                None => return Ok((existed, None)),
+            let split = placed.split.is_some();
+            let moved = split || placed.first != child;
+            if moved {
+                absorb(&mut cells, &mut right, idx, placed);
             }
-            let split = store(p, pgno, Node::Interior { cells, right }, appended)?;
-            Ok((existed, split))
+            let rebalanced = !split
+                && matches!(op, Op::Delete)
+                && existed
+                && rebalance(p, &mut cells, &mut right, idx, cfg)?;
+            if !moved && !rebalanced {
+                return Ok((existed, Placed::at(pgno)));
+            }
+            let placed = store(
+                p,
+                pgno,
+                Node::Interior { cells, right },
+                appended,
+                depth == 0,
+            )?;
+            Ok((existed, placed))
         }
     }
 }
@@ -571,16 +675,30 @@ fn rebalance<P: PageWrite + ?Sized>(
         }
         _ => return Err(corrupt(a, "siblings at different depths")),
     };
-    if (cfg.merge || empty_leaf) && p.fits(a, &merged)? {
-        p.put_node(a, merged)?;
-        p.free(b)?;
-        cells.remove(j);
-        if j < cells.len() {
-            cells[j].child = a;
+    if cfg.merge || empty_leaf {
+        // Merge into `a`, or into a new page when `a` cannot take it in
+        // place (in-page formats keep `a`'s committed version).
+        let target = if p.fits(a, &merged)? {
+            Some(a)
+        } else if p.fits_fresh(&merged) {
+            Some(p.allocate()?)
         } else {
-            *right = a;
+            None
+        };
+        if let Some(t) = target {
+            p.put_node(t, merged)?;
+            p.free(b)?;
+            if t != a {
+                p.free(a)?;
+            }
+            cells.remove(j);
+            if j < cells.len() {
+                cells[j].child = t;
+            } else {
+                *right = t;
+            }
+            return Ok(true);
         }
-        return Ok(true);
     }
     if !cfg.redistribute {
         return Ok(false);

@@ -6,18 +6,23 @@
 //! Every mode registers itself in [`JournalMode::ALL`] so that the crash
 //! explorer (`twinpage crashtest --mode all`) and the benchmark cover it.
 
+mod dhl;
 mod off;
 mod rollback;
-pub mod shadow;
+pub mod wal;
 
+pub use dhl::{CommitProtocol, DhlJournal};
 pub use off::OffJournal;
 pub use rollback::{RollbackJournal, RollbackKind, JOURNAL_HEADER_SIZE, JOURNAL_MAGIC};
+pub use wal::{WalJournal, WalLocks, WalOptions};
+pub mod shadow;
+
 pub use shadow::DashJournal;
 
 use crate::db::Synchronous;
 use crate::error::{Error, Pgno, Result};
 use crate::lock::{LockManager, SqliteLocks};
-use crate::node::{NodeFormat, SlottedFormat};
+use crate::node::{DhlFormat, NodeFormat, SlottedFormat};
 use crate::pager::{DbFile, Header};
 use crate::storage::{Vfs, VfsFile};
 use std::fmt;
@@ -38,6 +43,10 @@ pub enum JournalMode {
     Truncate,
     /// Rollback journal whose header is zeroed at commit (SQLite's PERSIST).
     Persist,
+    /// Write-ahead log `<db>-wal` with checkpoints (SQLite's WAL); options
+    /// `wal_autocheckpoint`, `journal_size_limit`, `preallocate` (WAL_OPT),
+    /// `delayed_checkpoint`.
+    Wal,
     /// DASH database shadowing: a shadow file holds the state before the
     /// last commit; commit = Version Update, Aggregate Update, Atomic
     /// Exchange, Version Reset (three fdatasyncs).
@@ -45,6 +54,12 @@ pub enum JournalMode {
     /// DASH with the Exclusive Connection optimization: no sync after the
     /// Version Update, Header Reset at close (two fdatasyncs).
     ShadowX,
+    /// Doubleheader logging, traditional commit: pages, sync, commit mark,
+    /// sync ([DHL] §III-C). Option `embed=0|1` (default 1).
+    DhlTc,
+    /// Doubleheader logging, counting commit: pages and the commit mark
+    /// with the transaction size under one sync ([DHL] §III-D).
+    DhlCc,
 }
 
 impl JournalMode {
@@ -55,8 +70,11 @@ impl JournalMode {
         JournalMode::Delete,
         JournalMode::Truncate,
         JournalMode::Persist,
+        JournalMode::Wal,
         JournalMode::Shadow,
         JournalMode::ShadowX,
+        JournalMode::DhlTc,
+        JournalMode::DhlCc,
     ];
 
     /// Canonical lower-case name.
@@ -66,8 +84,11 @@ impl JournalMode {
             JournalMode::Delete => "delete",
             JournalMode::Truncate => "truncate",
             JournalMode::Persist => "persist",
+            JournalMode::Wal => "wal",
             JournalMode::Shadow => "shadow",
             JournalMode::ShadowX => "shadow-x",
+            JournalMode::DhlTc => "dhl-tc",
+            JournalMode::DhlCc => "dhl-cc",
         }
     }
 
@@ -78,8 +99,11 @@ impl JournalMode {
             JournalMode::Delete => 1,
             JournalMode::Truncate => 2,
             JournalMode::Persist => 3,
+            JournalMode::Wal => 4,
             JournalMode::Shadow => 6,
             JournalMode::ShadowX => 7,
+            JournalMode::DhlTc => 8,
+            JournalMode::DhlCc => 9,
         }
     }
 
@@ -92,6 +116,9 @@ impl JournalMode {
     pub fn durability(self, sync: Synchronous) -> Durability {
         match (self, sync) {
             (_, Synchronous::Off) | (JournalMode::Off, _) => Durability::None,
+            // The commit sync cannot be dropped: writer T+1 reuses space
+            // only T's commit made free.
+            (JournalMode::DhlTc | JournalMode::DhlCc, _) => Durability::Durable,
             // SQLite's FULL does not sync the directory after unlinking the
             // journal, so the last commit may be rolled back; EXTRA does.
             (JournalMode::Delete, Synchronous::Extra) => Durability::Durable,
@@ -115,8 +142,21 @@ impl JournalMode {
     ) -> Result<Box<dyn Journal>> {
         Ok(match self {
             JournalMode::Off => {
-                opts.reject_all(self)?;
-                Box::new(OffJournal::new(sync))
+                opts.only(self, &["embed"])?;
+                Box::new(OffJournal::new(sync, opts.flag_or("embed", false)?))
+            }
+            JournalMode::DhlTc | JournalMode::DhlCc => {
+                opts.only(self, &["embed"])?;
+                let protocol = if self == JournalMode::DhlTc {
+                    CommitProtocol::Traditional
+                } else {
+                    CommitProtocol::Counting
+                };
+                Box::new(DhlJournal::new(
+                    protocol,
+                    sync,
+                    opts.flag_or("embed", true)?,
+                ))
             }
             JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist => {
                 opts.reject_all(self)?;
@@ -127,6 +167,7 @@ impl JournalMode {
                 };
                 Box::new(RollbackJournal::new(kind, sync, faults))
             }
+            JournalMode::Wal => Box::new(WalJournal::new(sync, faults, WalOptions::parse(opts)?)),
             JournalMode::Shadow | JournalMode::ShadowX => {
                 opts.reject_all(self)?;
                 Box::new(DashJournal::new(self == JournalMode::ShadowX, sync))
@@ -136,12 +177,19 @@ impl JournalMode {
 
     /// The concurrency protocol the mode runs with.
     pub fn make_locks(self) -> Arc<dyn LockManager> {
-        Arc::new(SqliteLocks::new())
+        match self {
+            JournalMode::Wal => Arc::new(WalLocks::new()),
+            _ => Arc::new(SqliteLocks::new()),
+        }
     }
 
-    /// The on-page node layout the mode uses.
+    /// The on-page node layout the mode uses (a mode's options may pick
+    /// a variant of the same family: [`Journal::node_format`]).
     pub fn node_format(self) -> Arc<dyn NodeFormat> {
-        Arc::new(SlottedFormat)
+        match self {
+            JournalMode::DhlTc | JournalMode::DhlCc => Arc::new(DhlFormat),
+            _ => Arc::new(SlottedFormat),
+        }
     }
 }
 
@@ -388,6 +436,35 @@ pub trait Journal: Send + Sync {
         Ok(())
     }
 
+    /// The node format this journal's pages use (default: the mode's).
+    fn node_format(&self) -> Arc<dyn NodeFormat> {
+        self.mode().node_format()
+    }
+
+    /// Keep the free list in memory during a session instead of in trunk
+    /// pages rewritten at commit. In-page schemes need this: a trunk
+    /// rewritten in place may be a page the previous committed state still
+    /// uses. The pager then writes the list to trunk pages at a clean
+    /// close and rebuilds it by walking the trees after a crash.
+    fn volatile_free_list(&self) -> bool {
+        false
+    }
+
+    /// Adjust the encoded pages of a commit before they are handed to
+    /// [`Journal::commit`] and installed in the cache (so the cache holds
+    /// exactly what is written). `pages` is sorted and starts with page 1.
+    /// Metadata embedding puts the commit record into one of them.
+    fn prepare_commit(
+        &self,
+        tid: u64,
+        prev_header: &Header,
+        header: &Header,
+        pages: &mut [PageImage],
+    ) -> Result<()> {
+        let _ = (tid, prev_header, header, pages);
+        Ok(())
+    }
+
     /// Copy logged pages into the database file (WAL); a no-op elsewhere.
     fn checkpoint(
         &self,
@@ -397,5 +474,11 @@ pub trait Journal: Send + Sync {
     ) -> Result<CheckpointInfo> {
         let _ = (db, mode, oldest_snapshot);
         Ok(CheckpointInfo::default())
+    }
+
+    /// Mode-specific counters for [`crate::Stats`] (WAL: log size,
+    /// checkpoints, checkpoints and restarts blocked by readers).
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
 }

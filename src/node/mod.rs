@@ -8,9 +8,12 @@
 //! append-only slots with two numSlots, LS-MVBT's versioned cells) without
 //! touching the tree: see ARCHITECTURE.md.
 
-mod slotted;
+pub(crate) mod cell;
+pub mod dhl;
+pub mod slotted;
 
-pub use slotted::SlottedFormat;
+pub use dhl::DhlFormat;
+pub use slotted::{SlottedFormat, SlottedMetaFormat, META_TRAILER};
 
 use crate::error::{Pgno, Result};
 
@@ -128,7 +131,13 @@ pub trait NodeFormat: Send + Sync {
     fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node>;
 
     /// Whether `node` fits on one page when written over `base` (the
-    /// page's committed image, if any).
+    /// page's committed image, if any). With `base = None` (a page the
+    /// transaction allocated) this is the plain capacity test. Formats
+    /// that keep the committed version inside the page may answer no for
+    /// a node that would fit a fresh page; the tree then splits or moves
+    /// the node. Every format must accept an interior node without cells
+    /// over any base (the tree's last resort for the root, which never
+    /// moves).
     fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool;
 
     /// Encoded size of a cell, used by the tree to choose split points.
@@ -161,5 +170,28 @@ pub trait NodeFormat: Send + Sync {
     /// (formats that keep the previous version inside the page).
     fn needs_base(&self) -> bool {
         false
+    }
+
+    /// Bytes at the end of every non-tree page (overflow pages, free-list
+    /// trunks) that the format reserves for an envelope of its own, such
+    /// as the writer's TID and a checksum. The tree and the free list
+    /// never put data there.
+    fn raw_reserved(&self) -> usize {
+        0
+    }
+
+    /// Fill the reserved envelope of a non-tree page that transaction
+    /// `ctx.tid` writes. The pager calls it on every such page just
+    /// before the page goes to the journal.
+    fn seal_raw(&self, pgno: Pgno, page: &mut [u8], ctx: &EncodeCtx) {
+        let _ = (pgno, page, ctx);
+    }
+
+    /// Validate a non-tree page read back from storage: a format with an
+    /// envelope reports a torn or damaged page as corruption instead of
+    /// handing out its bytes.
+    fn check_raw(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        let _ = (pgno, page, ctx);
+        Ok(())
     }
 }

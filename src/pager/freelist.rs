@@ -3,6 +3,13 @@
 //! then `count` u32 page numbers. Pages freed by a transaction join the
 //! list only at its commit, so a transaction never reuses a page it freed
 //! itself (in-page schemes rely on the old image staying intact).
+//!
+//! Modes that keep the previous committed state inside the database file
+//! (DHL) cannot update trunks in place: a trunk rewritten at commit may be
+//! a page the previous state still uses. For them the list is *volatile*
+//! ([`crate::journal::Journal::volatile_free_list`]): it lives in memory
+//! during a session, goes to trunk pages (all free, so safe to overwrite)
+//! at a clean close, and is rebuilt by walking the trees after a crash.
 
 use super::WritePages;
 use crate::btree::{PageRead, PageWrite};
@@ -59,8 +66,19 @@ pub fn parse_trunk(
     Ok((next, leaves))
 }
 
+/// Leaf slots per trunk page when the format reserves a tail.
+fn capacity_for(wp: &WritePages<'_>) -> usize {
+    trunk_capacity(wp.page_size() - wp.pager.format().raw_reserved())
+}
+
 /// Take a page from the free list, or grow the file by one page.
 pub fn allocate(wp: &mut WritePages<'_>) -> Result<Pgno> {
+    if let Some(free) = &mut wp.st.free {
+        if let Some(p) = free.pop() {
+            wp.st.header.freelist_count = free.len() as u32;
+            return Ok(p);
+        }
+    }
     let head = wp.st.header.freelist_head;
     let count = wp.st.header.page_count;
     if head == 0 {
@@ -93,7 +111,12 @@ pub fn allocate(wp: &mut WritePages<'_>) -> Result<Pgno> {
 
 /// Return pages to the free list (at commit).
 pub fn release(wp: &mut WritePages<'_>, pages: &[Pgno]) -> Result<()> {
-    let cap = trunk_capacity(wp.page_size());
+    if let Some(free) = &mut wp.st.free {
+        free.extend_from_slice(pages);
+        wp.st.header.freelist_count = free.len() as u32;
+        return Ok(());
+    }
+    let cap = capacity_for(wp);
     for &p in pages {
         let head = wp.st.header.freelist_head;
         if head != 0 {
@@ -114,5 +137,36 @@ pub fn release(wp: &mut WritePages<'_>, pages: &[Pgno]) -> Result<()> {
         wp.st.header.freelist_head = p;
         wp.st.header.freelist_count += 1;
     }
+    Ok(())
+}
+
+/// Write a volatile free list to trunk pages taken from the list itself
+/// and point the header at them (at a clean close). A no-op for a
+/// persistent list.
+pub fn persist(wp: &mut WritePages<'_>) -> Result<()> {
+    let Some(mut free) = wp.st.free.take() else {
+        return Ok(());
+    };
+    let total = free.len() as u32;
+    // Lowest pages last in the chain's leaves: allocation pops from the
+    // end, so the next session reuses low pages first.
+    free.sort_unstable_by(|a, b| b.cmp(a));
+    let cap = capacity_for(wp);
+    let mut head: Pgno = 0;
+    while let Some(trunk) = free.pop() {
+        let take = free.len().min(cap);
+        let leaves = free.split_off(free.len() - take);
+        let mut page = vec![0u8; wp.page_size()];
+        page[0..4].copy_from_slice(&head.to_be_bytes());
+        page[4..8].copy_from_slice(&(leaves.len() as u32).to_be_bytes());
+        for (i, l) in leaves.iter().enumerate() {
+            page[8 + 4 * i..12 + 4 * i].copy_from_slice(&l.to_be_bytes());
+        }
+        wp.put_raw(trunk, page)?;
+        head = trunk;
+    }
+    wp.st.header.freelist_head = head;
+    wp.st.header.freelist_count = total;
+    wp.st.free = Some(Vec::new());
     Ok(())
 }

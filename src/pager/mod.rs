@@ -29,7 +29,7 @@ use crate::journal::{
     TestFaults,
 };
 use crate::lock::LockManager;
-use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat, SlottedFormat};
+use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat};
 use crate::storage::{parent_dir, with_suffix, FileLock, OpenFlags, Vfs, VfsFile};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -117,6 +117,10 @@ struct Shared {
     page_tid: HashMap<Pgno, u64>,
     /// Open read transactions by snapshot.
     readers: std::collections::BTreeMap<u64, usize>,
+    /// The committed free list, when the journal keeps it in memory
+    /// ([`Journal::volatile_free_list`]); the header's trunk fields are
+    /// then 0 and its count mirrors this list.
+    free: Option<Vec<Pgno>>,
 }
 
 /// The pager of one open database.
@@ -193,6 +197,8 @@ impl Pager {
         // One process at a time: a second one gets Locked (after waiting).
         wait_os_lock(&file, path, cfg.busy_timeout)?;
         drop(shadow_guard);
+        let format = journal.node_format();
+        Self::check_format(&file, path, &*format, cfg.mode)?;
         let ctx = RecoverCtx {
             vfs: &vfs,
             path,
@@ -209,11 +215,19 @@ impl Pager {
         } else {
             Recovery::default()
         };
+        // So is a log a WAL session left behind (its commits would be lost).
+        if cfg.mode != JournalMode::Wal && vfs.exists(&with_suffix(path, "-wal"))? {
+            let r = crate::journal::wal::checkpoint_leftover(&ctx, cfg.sync)?;
+            if r.recovered {
+                recovery = r;
+            }
+        }
         if !recovery.recovered {
             recovery = pre_recovery;
         }
         let r = journal.recover(&ctx)?;
-        if r.recovered {
+        if r.recovered || !r.detail.is_empty() {
+            // A scan that found nothing to undo still reports what it did.
             recovery = r;
         }
 
@@ -248,14 +262,16 @@ impl Pager {
         }
         let opened_after_crash = !fresh && !header.clean_close;
         let cache_pages = (cfg.cache_pages).max(16);
-        Ok(Pager {
+        let volatile = journal.volatile_free_list();
+        let pager = Pager {
             db: DbFile::new(vfs, path.to_path_buf(), file, ps),
-            format: cfg.mode.node_format(),
+            format,
             shared: Mutex::new(Shared {
                 cache: PageCache::new(cache_pages),
                 header,
                 page_tid: HashMap::new(),
                 readers: Default::default(),
+                free: None,
             }),
             journal,
             commit_lock: Mutex::new(()),
@@ -264,7 +280,93 @@ impl Pager {
             cfg: PagerConfig { cache_pages, ..cfg },
             recovery,
             opened_after_crash,
-        })
+        };
+        if volatile {
+            pager.load_free_list()?;
+        }
+        Ok(pager)
+    }
+
+    /// Refuse a file whose pages are in another mode's node format (a DHL
+    /// file cannot be read as slotted pages, nor the other way round).
+    /// Runs before recovery, which would misread the pages too.
+    fn check_format(
+        file: &Arc<dyn VfsFile>,
+        path: &Path,
+        format: &dyn NodeFormat,
+        mode: JournalMode,
+    ) -> Result<()> {
+        let mut probe = [0u8; HEADER_LEN];
+        let n = file.read_at(&mut probe, 0)?;
+        let Ok(h) = Header::read_from(&probe[..n], &path.display().to_string()) else {
+            return Ok(()); // fresh, or damaged: reported later
+        };
+        match JournalMode::from_code(h.journal_mode) {
+            Some(m) if m.node_format().name() != format.name() => Err(Error::Unsupported(format!(
+                "{} was written in journal mode {m}, whose page format ({}) differs from \
+                 the {} format of mode {mode}",
+                path.display(),
+                m.node_format().name(),
+                format.name()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Set up the in-memory free list: from the trunk pages written at the
+    /// last clean close, or, after a crash, by walking every tree (pages
+    /// nothing reaches are free). A walk that hits a damaged page frees
+    /// nothing; the damage is reported when the page is read.
+    fn load_free_list(&self) -> Result<()> {
+        let h = self.header();
+        let mut list = Vec::new();
+        if h.clean_close {
+            let mut trunk = h.freelist_head;
+            while trunk != 0 {
+                if list.len() > h.page_count as usize {
+                    return Err(self.corrupt_at(trunk, "free-list trunk chain loops"));
+                }
+                let raw = self.committed_raw(trunk, None)?;
+                self.format
+                    .check_raw(trunk, &raw, &self.decode_ctx(h.fcc))?;
+                let (next, leaves) =
+                    freelist::parse_trunk(&raw, trunk, h.page_count, &self.file_name())?;
+                list.push(trunk);
+                list.extend(leaves);
+                trunk = next;
+            }
+            if list.len() != h.freelist_count as usize {
+                return Err(self.corrupt_at(
+                    1,
+                    format!(
+                        "header counts {} free pages, the trunks hold {}",
+                        h.freelist_count,
+                        list.len()
+                    ),
+                ));
+            }
+        } else {
+            let view = ReadPages {
+                pager: self,
+                snap: h,
+            };
+            if let Ok(used) = crate::check::reachable(&view, &h) {
+                list = (2..=h.page_count).filter(|&p| !used[p as usize]).collect();
+            }
+        }
+        let mut sh = self.shared.lock();
+        sh.header.freelist_head = 0;
+        sh.header.freelist_count = list.len() as u32;
+        sh.free = Some(list);
+        Ok(())
+    }
+
+    fn file_name(&self) -> String {
+        self.db.path.display().to_string()
+    }
+
+    fn corrupt_at(&self, pgno: Pgno, what: impl Into<String>) -> Error {
+        Error::corrupt(self.file_name(), pgno, what)
     }
 
     /// Write the first two pages of a new database: the header and an
@@ -289,7 +391,7 @@ impl Pager {
             clean_close: true,
         };
         let mut p2 = vec![0u8; ps];
-        SlottedFormat.encode(
+        cfg.mode.node_format().encode(
             2,
             &Node::empty_leaf(),
             None,
@@ -472,25 +574,44 @@ impl Pager {
             .unwrap_or(u64::MAX)
     }
 
-    /// Run a checkpoint (WAL); a no-op in modes without a log.
+    /// Run a checkpoint (WAL); a no-op in modes without a log. All modes
+    /// but `Passive` first wait (up to the busy timeout) for readers of
+    /// older snapshots to finish; new readers see the newest commit, as no
+    /// commit can run meanwhile.
     pub fn checkpoint(&self, mode: CheckpointMode) -> Result<CheckpointInfo> {
         self.check_poison()?;
         let _g = self.commit_lock.lock();
+        if mode != CheckpointMode::Passive {
+            let deadline = Instant::now() + self.cfg.busy_timeout;
+            while self.oldest_snapshot() < self.header().fcc && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         self.journal
             .checkpoint(&self.db, mode, self.oldest_snapshot())
+    }
+
+    /// The journal mode's own counters (see [`Journal::stats`]).
+    pub fn journal_stats(&self) -> Vec<(&'static str, u64)> {
+        self.journal.stats()
     }
 
     /// Start a write transaction's page state (the caller holds the
     /// writer lock).
     pub fn begin_write(&self) -> Result<WriteState> {
         self.check_poison()?;
-        let header = self.header();
+        let (header, free) = {
+            let sh = self.shared.lock();
+            (sh.header, sh.free.clone())
+        };
         Ok(WriteState {
             orig_header: header,
             header,
             dirty: HashMap::new(),
             spilled: HashSet::new(),
             freed: Vec::new(),
+            allocated: HashSet::new(),
+            free,
             exclusive: false,
         })
     }
@@ -499,7 +620,8 @@ impl Pager {
     /// this transaction (spilled, or committed). Only formats that keep
     /// versions inside the page ask for it.
     fn base_image(&self, st: &WriteState, pgno: Pgno) -> Result<Option<Arc<[u8]>>> {
-        if !self.format.needs_base() {
+        if !self.format.needs_base() || st.allocated.contains(&pgno) {
+            // A page this transaction allocated has no committed version.
             return Ok(None);
         }
         if st.spilled.contains(&pgno) {
@@ -513,7 +635,16 @@ impl Pager {
 
     fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty, tid: u64) -> Result<Arc<[u8]>> {
         match d {
-            Dirty::Raw(r) => Ok(r.clone()),
+            Dirty::Raw(r) if self.format.raw_reserved() == 0 => Ok(r.clone()),
+            Dirty::Raw(r) => {
+                let mut out = r.to_vec();
+                let ctx = EncodeCtx {
+                    page_size: self.db.page_size,
+                    tid,
+                };
+                self.format.seal_raw(pgno, &mut out, &ctx);
+                Ok(Arc::from(out))
+            }
             Dirty::Node(n) => {
                 let base = self.base_image(st, pgno)?;
                 let mut out = vec![0u8; self.db.page_size];
@@ -592,6 +723,8 @@ impl Pager {
             let data = self.encode_dirty(st, p, &st.dirty[&p], tid)?;
             pages.push(PageImage { pgno: p, data });
         }
+        self.journal
+            .prepare_commit(tid, &st.orig_header, &st.header, &mut pages)?;
         let src = Originals { pager: self };
         let set = CommitSet {
             tid,
@@ -625,6 +758,9 @@ impl Pager {
         }
         sh.cache.truncate(st.header.page_count);
         sh.header = st.header;
+        if let Some(free) = &st.free {
+            sh.free = Some(free.clone());
+        }
         Ok(())
     }
 
@@ -646,13 +782,20 @@ impl Pager {
         let h = self.header();
         if !h.clean_close {
             self.locks.begin_write(self.cfg.busy_timeout)?;
-            let mut st = self.begin_write()?;
-            st.header.fcc += 1;
-            st.header.clean_close = true;
-            let r = self.write_commit(&mut st);
-            if r.is_err() {
-                self.undo_storage(&st);
-            }
+            let r = self.begin_write().and_then(|st| {
+                let mut wp = WritePages { pager: self, st };
+                // An in-memory free list goes to trunk pages now: they are
+                // all free, so overwriting them is safe.
+                freelist::persist(&mut wp)?;
+                let st = &mut wp.st;
+                st.header.fcc += 1;
+                st.header.clean_close = true;
+                let r = self.write_commit(st);
+                if r.is_err() {
+                    self.undo_storage(st);
+                }
+                r
+            });
             self.locks.end_write();
             r?;
         }
@@ -691,6 +834,10 @@ pub struct WriteState {
     dirty: HashMap<Pgno, Dirty>,
     spilled: HashSet<Pgno>,
     freed: Vec<Pgno>,
+    /// Pages this transaction took from the free list or the file's end.
+    allocated: HashSet<Pgno>,
+    /// The working in-memory free list (volatile free-list modes).
+    free: Option<Vec<Pgno>>,
     exclusive: bool,
 }
 
@@ -784,10 +931,25 @@ impl PageRead for WritePages<'_> {
             }
             None => {}
         }
-        if self.st.spilled.contains(&pgno) {
-            return self.pager.read_committed(pgno, self.st.header.fcc + 1);
+        let (raw, fcc) = if self.st.spilled.contains(&pgno) {
+            let t = self.st.header.fcc + 1;
+            (self.pager.read_committed(pgno, t)?, t)
+        } else {
+            (
+                self.pager.committed_raw(pgno, None)?,
+                self.st.orig_header.fcc,
+            )
+        };
+        if pgno >= 2 {
+            self.pager
+                .format
+                .check_raw(pgno, &raw, &self.pager.decode_ctx(fcc))?;
         }
-        self.pager.committed_raw(pgno, None)
+        Ok(raw)
+    }
+
+    fn free_pages(&self) -> Option<Vec<Pgno>> {
+        self.st.free.clone()
     }
 }
 
@@ -812,7 +974,9 @@ impl PageWrite for WritePages<'_> {
     }
 
     fn allocate(&mut self) -> Result<Pgno> {
-        freelist::allocate(self)
+        let p = freelist::allocate(self)?;
+        self.st.allocated.insert(p);
+        Ok(p)
     }
 
     fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool> {
@@ -915,6 +1079,16 @@ impl PageRead for ReadPages<'_> {
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
-        self.pager.committed_raw(pgno, Some(&self.snap))
+        let raw = self.pager.committed_raw(pgno, Some(&self.snap))?;
+        if pgno >= 2 {
+            self.pager
+                .format
+                .check_raw(pgno, &raw, &self.pager.decode_ctx(self.snap.fcc))?;
+        }
+        Ok(raw)
+    }
+
+    fn free_pages(&self) -> Option<Vec<Pgno>> {
+        self.pager.shared.lock().free.clone()
     }
 }

@@ -1,0 +1,561 @@
+//! Doubleheader logging (DHL): `dhl-tc` and `dhl-cc` ([DHL], ICDE 2020).
+//!
+//! Pages are written in place in the [`DhlFormat`]: each page keeps its
+//! committed version next to the new one, so there is no log file. A
+//! transaction T tags everything it writes with TID T; it commits when the
+//! commit mark says so:
+//!
+//! - **metadata embedding** (`embed=1`, default, [DHL] §IV-B1): the commit
+//!   record (FCC = T, transaction size, page count) goes into the slot
+//!   header T wrote on the last page of the transaction, and page 1 is not
+//!   written at all during a session (only once at its start, to clear the
+//!   clean-close flag, and at close);
+//! - without embedding, page 1 carries the FCC, as in [DHL] §III-A.
+//!
+//! **Traditional commit** (`dhl-tc`, §III-C): the other pages, fdatasync,
+//! the commit mark, fdatasync. **Counting commit** (`dhl-cc`, §III-D):
+//! pages and mark under one fdatasync; the mark also holds the transaction
+//! size, the number of pages written with TID T, and recovery counts them.
+//!
+//! Recovery (after a crash only) scans every page, decides the last
+//! committed TID, writes it to page 1, invalidates every newer version
+//! (TID := INV) and truncates the file to the committed page count. See
+//! `docs/modes/dhl.md` for the rules and why each step is safe.
+
+use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
+use crate::db::Synchronous;
+use crate::error::{Error, Pgno, Result};
+use crate::node::dhl::CommitRecord;
+use crate::node::{DhlFormat, NodeFormat};
+use crate::pager::{DbFile, Header, HEADER_LEN};
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// How a DHL transaction commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitProtocol {
+    /// Pages, fdatasync, commit mark, fdatasync (`dhl-tc`).
+    Traditional,
+    /// Pages and a commit mark with the transaction size, one fdatasync
+    /// (`dhl-cc`).
+    Counting,
+}
+
+/// The DHL recovery scheme.
+pub struct DhlJournal {
+    protocol: CommitProtocol,
+    sync: Synchronous,
+    embed: bool,
+    format: DhlFormat,
+    st: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Page 1 on storage has the clean-close flag cleared: written at the
+    /// first write of the session, or by recovery.
+    session_marked: bool,
+    /// TID of the transaction in progress, and W: the pages written (or
+    /// being written) with it, spills included.
+    tid: u64,
+    written: BTreeSet<Pgno>,
+    /// The page that carries the embedded commit record of `tid`.
+    commit_page: Option<(u64, Pgno)>,
+    /// Page 1 was rewritten as the commit mark of `tid`; a rollback must
+    /// put this header back.
+    restore_page1: Option<Header>,
+    /// Some page of `written` was written twice (spilled, then spilled or
+    /// committed again). Its earlier version carries the same TID, so a
+    /// count cannot tell it from the final one: the commit then orders
+    /// the pages before the mark with an fdatasync, as `dhl-tc` does.
+    rewritten: bool,
+}
+
+impl State {
+    fn begin(&mut self, tid: u64) {
+        if self.tid != tid {
+            self.tid = tid;
+            self.written.clear();
+            self.commit_page = None;
+            self.restore_page1 = None;
+            self.rewritten = false;
+        }
+    }
+
+    /// Add a page to W before it is written.
+    fn note(&mut self, pgno: Pgno) {
+        if !self.written.insert(pgno) {
+            self.rewritten = true;
+        }
+    }
+}
+
+/// The DHL fields in page 1, after the header proper.
+const TAIL_AT: usize = HEADER_LEN;
+const TAIL_LEN: usize = 16;
+const TAIL_MAGIC: u8 = 0xD1;
+const TAIL_PENDING: u8 = 1;
+
+/// Page 1's DHL tail: whether the FCC it names still has to be verified by
+/// counting (counting commit without embedding writes page 1 in the same
+/// sync batch as the pages), with the transaction size and the page count
+/// to fall back to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tail {
+    pending: Option<(u32, u32)>,
+}
+
+fn write_tail(p1: &mut [u8], t: Tail) {
+    let b = &mut p1[TAIL_AT..TAIL_AT + TAIL_LEN];
+    b.fill(0);
+    b[0] = TAIL_MAGIC;
+    if let Some((size, prev_pages)) = t.pending {
+        b[1] = TAIL_PENDING;
+        b[4..8].copy_from_slice(&size.to_be_bytes());
+        b[8..12].copy_from_slice(&prev_pages.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&b[..12]);
+    b[12..16].copy_from_slice(&crc.to_be_bytes());
+}
+
+fn read_tail(p1: &[u8]) -> Tail {
+    if p1.len() < TAIL_AT + TAIL_LEN {
+        return Tail::default();
+    }
+    let b = &p1[TAIL_AT..TAIL_AT + TAIL_LEN];
+    let crc = u32::from_be_bytes(b[12..16].try_into().expect("4 bytes"));
+    if b[0] != TAIL_MAGIC || crc != crc32c::crc32c(&b[..12]) || b[1] & TAIL_PENDING == 0 {
+        // No tail (a file created by another mode) or a verified FCC.
+        return Tail::default();
+    }
+    let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    Tail {
+        pending: Some((u32_at(4), u32_at(8))),
+    }
+}
+
+/// Whether the header changed in a way that only page 1 can record: a
+/// clean close, or any field other than those a session keeps elsewhere
+/// (FCC and page count: commit record; free list: memory).
+pub(super) fn header_must_be_written(
+    prev: &Header,
+    new: &Header,
+    volatile_free_list: bool,
+) -> bool {
+    let strip = |h: &Header| {
+        let mut h = *h;
+        h.fcc = 0;
+        h.page_count = 0;
+        h.clean_close = false;
+        h.journal_mode = 0;
+        if volatile_free_list {
+            h.freelist_head = 0;
+            h.freelist_count = 0;
+        }
+        h
+    };
+    new.clean_close || strip(prev) != strip(new)
+}
+
+impl DhlJournal {
+    /// A DHL journal.
+    pub fn new(protocol: CommitProtocol, sync: Synchronous, embed: bool) -> Self {
+        DhlJournal {
+            protocol,
+            sync,
+            embed,
+            format: DhlFormat,
+            st: Mutex::default(),
+        }
+    }
+
+    fn sync(&self, db: &DbFile) -> Result<()> {
+        if self.sync != Synchronous::Off {
+            db.file().sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Page 1 as this journal writes it: during a session the free-list
+    /// fields are 0 (the list is in memory and its trunks may be reused).
+    fn page1(&self, ps: usize, h: &Header, tail: Tail) -> Vec<u8> {
+        let mut h = *h;
+        h.journal_mode = self.mode().code();
+        if !h.clean_close {
+            h.freelist_head = 0;
+            h.freelist_count = 0;
+        }
+        let mut p = vec![0u8; ps];
+        h.write_to(&mut p);
+        write_tail(&mut p, tail);
+        p
+    }
+
+    /// Before the first page of a session is written, clear the
+    /// clean-close flag durably: an open that finds it set skips the
+    /// recovery scan, so no page may carry a TID above page 1's FCC then.
+    fn mark_session(&self, st: &mut State, db: &DbFile, committed: &Header) -> Result<()> {
+        if st.session_marked {
+            return Ok(());
+        }
+        let mut h = *committed;
+        h.clean_close = false;
+        db.write_page(1, &self.page1(db.page_size, &h, Tail::default()))?;
+        self.sync(db)?;
+        st.session_marked = true;
+        Ok(())
+    }
+
+    /// Decide the last committed transaction from a scan. Returns (FCC,
+    /// page count).
+    fn decide(
+        &self,
+        h: &Header,
+        tail: Tail,
+        scan: &ScanResult,
+        file_pages: u32,
+    ) -> Result<(u64, u32)> {
+        let count = |t: u64| scan.count.get(&t).copied().unwrap_or(0);
+        let top = scan.top;
+        // Page 1 first. A pending FCC T (counting commit without
+        // embedding) is committed if a later TID exists (T+1 started only
+        // after T's sync) or if all T's pages are there.
+        let (mut fcc, mut pc) = (h.fcc, h.page_count);
+        if let Some((size, prev_pages)) = tail.pending {
+            if top <= h.fcc && count(h.fcc) != size as u64 {
+                fcc = h.fcc.saturating_sub(1);
+                pc = prev_pages;
+            }
+        }
+        // Then embedded commit records above it: every TID below the top
+        // one is committed (its successor only started after its sync);
+        // the top one if its record is there and all its pages are.
+        if top > fcc {
+            match scan.records.get(&top) {
+                Some(r) if count(top) == r.txn_size as u64 => {
+                    fcc = top;
+                    pc = r.page_count;
+                }
+                _ => {
+                    let prev = top - 1;
+                    if prev > fcc {
+                        match scan.records.get(&prev) {
+                            Some(r) => pc = r.page_count,
+                            None if self.sync == Synchronous::Off => pc = file_pages,
+                            None => {
+                                return Err(Error::corrupt(
+                                    "database",
+                                    0,
+                                    format!("commit record of transaction {prev} is missing"),
+                                ))
+                            }
+                        }
+                        fcc = prev;
+                    }
+                }
+            }
+        }
+        if self.sync == Synchronous::Off {
+            pc = pc.min(file_pages);
+        }
+        if pc < 2 || pc > file_pages {
+            return Err(Error::corrupt(
+                "database",
+                0,
+                format!("committed page count {pc} does not match a file of {file_pages} pages"),
+            ));
+        }
+        Ok((fcc, pc))
+    }
+}
+
+/// What the recovery scan found.
+#[derive(Default)]
+struct ScanResult {
+    /// Pages with a valid version of each TID.
+    count: HashMap<u64, u64>,
+    /// Commit records by TID.
+    records: HashMap<u64, CommitRecord>,
+    /// Highest valid TID.
+    top: u64,
+    /// Highest TID on each page (valid or not), to find what to
+    /// invalidate; `u64::MAX` marks a page with a torn version.
+    page_top: Vec<u64>,
+}
+
+impl Journal for DhlJournal {
+    fn mode(&self) -> JournalMode {
+        match self.protocol {
+            CommitProtocol::Traditional => JournalMode::DhlTc,
+            CommitProtocol::Counting => JournalMode::DhlCc,
+        }
+    }
+
+    fn node_format(&self) -> Arc<dyn NodeFormat> {
+        Arc::new(self.format)
+    }
+
+    fn volatile_free_list(&self) -> bool {
+        true
+    }
+
+    fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
+        let file = ctx.file;
+        let mut probe = [0u8; TAIL_AT + TAIL_LEN];
+        let n = file.read_at(&mut probe, 0)?;
+        let name = ctx.path.display().to_string();
+        let Ok(h) = Header::read_from(&probe[..n], &name) else {
+            // A new file, or a damaged header the pager reports.
+            return Ok(Recovery::default());
+        };
+        if h.clean_close {
+            // Nothing was written after the clean close: no scan.
+            return Ok(Recovery::default());
+        }
+        let started = std::time::Instant::now();
+        let tail = read_tail(&probe[..n]);
+        let ps = h.page_size as usize;
+        let len = file.len()?;
+        let file_pages = u32::try_from(len / ps as u64).unwrap_or(u32::MAX);
+        // Scan in chunks; every page is parsed independently.
+        let mut scan = ScanResult {
+            page_top: vec![0; file_pages as usize + 1],
+            ..Default::default()
+        };
+        let chunk = (256 * 1024 / ps).max(1) as u32;
+        let mut buf = vec![0u8; chunk as usize * ps];
+        let mut pg = 2u32;
+        while pg <= file_pages {
+            let k = chunk.min(file_pages - pg + 1);
+            let bytes = &mut buf[..k as usize * ps];
+            file.read_exact_at(bytes, (pg as u64 - 1) * ps as u64, pg)?;
+            for i in 0..k {
+                let pgno = pg + i;
+                let page = &bytes[i as usize * ps..(i as usize + 1) * ps];
+                let s = self.format.scan(pgno, page);
+                for &t in &s.tids {
+                    *scan.count.entry(t).or_insert(0) += 1;
+                    scan.top = scan.top.max(t);
+                }
+                for r in s.records {
+                    scan.records.insert(r.tid, r);
+                }
+                scan.page_top[pgno as usize] = if s.broken { u64::MAX } else { s.top };
+            }
+            pg += k;
+        }
+        let (fcc, pc) = self.decide(&h, tail, &scan, file_pages)?;
+        // Record the decision first: a crash below leaves page 1 naming
+        // it, and the rerun reaches the same one (it only ever finds fewer
+        // versions above it).
+        let mut nh = h;
+        nh.fcc = fcc;
+        nh.page_count = pc;
+        nh.clean_close = false;
+        file.write_at(&self.page1(ps, &nh, Tail::default()), 0)?;
+        if self.sync != Synchronous::Off {
+            file.sync_data()?;
+        }
+        let mut invalidated = 0u64;
+        let mut page = vec![0u8; ps];
+        for pgno in 2..=pc.min(file_pages) {
+            if scan.page_top[pgno as usize] <= fcc {
+                continue;
+            }
+            let off = (pgno as u64 - 1) * ps as u64;
+            file.read_exact_at(&mut page, off, pgno)?;
+            if self.format.repair(&mut page, pgno, fcc) > 0 {
+                file.write_at(&page, off)?;
+                invalidated += 1;
+            }
+        }
+        let truncated = len > pc as u64 * ps as u64;
+        if truncated {
+            file.set_len(pc as u64 * ps as u64)?;
+        }
+        if self.sync != Synchronous::Off {
+            file.sync_data()?;
+        }
+        self.st.lock().session_marked = true;
+        let rolled_back = scan.top > fcc;
+        Ok(Recovery {
+            recovered: invalidated > 0 || truncated || rolled_back,
+            pages: invalidated,
+            detail: format!(
+                "scanned {} pages in {:.1} ms: FCC {fcc} (page 1 said {}), {} page count {pc}, \
+                 {invalidated} pages invalidated{}",
+                file_pages.saturating_sub(1),
+                started.elapsed().as_secs_f64() * 1e3,
+                h.fcc,
+                if rolled_back {
+                    format!("transaction {} rolled back,", scan.top)
+                } else {
+                    "nothing to roll back,".to_string()
+                },
+                if truncated { ", file truncated" } else { "" }
+            ),
+        })
+    }
+
+    fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        self.mark_session(&mut st, db, set.prev_header)?;
+        st.begin(set.tid);
+        for p in set.pages.iter().filter(|p| p.pgno != 1) {
+            // Into W before the write, so a failure is undone too.
+            st.note(p.pgno);
+            db.write_page(p.pgno, &p.data)?;
+        }
+        Ok(())
+    }
+
+    fn prepare_commit(
+        &self,
+        tid: u64,
+        prev_header: &Header,
+        header: &Header,
+        pages: &mut [PageImage],
+    ) -> Result<()> {
+        if !self.embed || header_must_be_written(prev_header, header, true) {
+            return Ok(());
+        }
+        let mut st = self.st.lock();
+        st.begin(tid);
+        let mut w = st.written.clone();
+        w.extend(pages.iter().map(|p| p.pgno).filter(|&p| p != 1));
+        let rec = CommitRecord {
+            tid,
+            txn_size: w.len() as u32,
+            page_count: header.page_count,
+        };
+        // The last tree page of the transaction carries the record.
+        for img in pages.iter_mut().rev().filter(|p| p.pgno != 1) {
+            let mut data = img.data.to_vec();
+            if self.format.embed_commit(img.pgno, &mut data, rec)? {
+                img.data = Arc::from(data);
+                st.commit_page = Some((tid, img.pgno));
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        self.mark_session(&mut st, db, set.prev_header)?;
+        st.begin(set.tid);
+        let body: Vec<&PageImage> = set.pages.iter().filter(|p| p.pgno != 1).collect();
+        for p in &body {
+            st.note(p.pgno);
+        }
+        let ordered = self.protocol == CommitProtocol::Traditional || st.rewritten;
+        let header_mark = header_must_be_written(set.prev_header, set.header, true);
+        let commit_page = match st.commit_page {
+            Some((t, p)) if t == set.tid && self.embed && !header_mark => Some(p),
+            _ => None,
+        };
+        match commit_page {
+            Some(cp) => {
+                // Embedded commit record in page `cp`.
+                if ordered {
+                    for p in body.iter().filter(|p| p.pgno != cp) {
+                        db.write_page(p.pgno, &p.data)?;
+                    }
+                    // Order the other pages (and earlier spills) before the
+                    // mark; a one-page transaction has nothing to order.
+                    if st.written.len() > 1 {
+                        self.sync(db)?;
+                    }
+                    let last = body.iter().find(|p| p.pgno == cp).expect("commit page");
+                    db.write_page(cp, &last.data)?;
+                } else {
+                    for p in &body {
+                        db.write_page(p.pgno, &p.data)?;
+                    }
+                }
+                self.sync(db)?;
+            }
+            None => {
+                // Page 1 is the commit mark.
+                for p in &body {
+                    db.write_page(p.pgno, &p.data)?;
+                }
+                let counting = !ordered && !header_mark;
+                let tail = if counting {
+                    Tail {
+                        pending: Some((st.written.len() as u32, set.orig_page_count)),
+                    }
+                } else {
+                    if !st.written.is_empty() {
+                        self.sync(db)?;
+                    }
+                    Tail::default()
+                };
+                st.restore_page1 = Some(*set.prev_header);
+                db.write_page(1, &self.page1(db.page_size, set.header, tail))?;
+                self.sync(db)?;
+            }
+        }
+        st.written.clear();
+        st.commit_page = None;
+        st.restore_page1 = None;
+        st.rewritten = false;
+        Ok(())
+    }
+
+    fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()> {
+        let mut st = self.st.lock();
+        if st.written.is_empty() && st.restore_page1.is_none() {
+            return Ok(());
+        }
+        // The aborted TID is reused by the next transaction: every version
+        // it left on storage must become invalid first.
+        let ps = db.page_size;
+        let file_pages = db.file().len()? / ps as u64;
+        let tid = st.tid;
+        let mut page = vec![0u8; ps];
+        for &pgno in st.written.iter() {
+            if pgno > orig_page_count || pgno as u64 > file_pages {
+                continue;
+            }
+            db.read_page(pgno, &mut page)?;
+            if self.format.invalidate(&mut page, pgno, |t| t == tid) > 0 {
+                db.write_page(pgno, &page)?;
+            }
+        }
+        if file_pages > orig_page_count as u64 {
+            db.file().set_len(orig_page_count as u64 * ps as u64)?;
+        }
+        if let Some(h) = st.restore_page1.take() {
+            db.write_page(1, &self.page1(ps, &h, Tail::default()))?;
+        }
+        self.sync(db)?;
+        st.written.clear();
+        st.commit_page = None;
+        st.rewritten = false;
+        Ok(())
+    }
+
+    fn close(&self, _db: &DbFile) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_roundtrip() {
+        let mut p = vec![0u8; 512];
+        assert_eq!(read_tail(&p), Tail::default());
+        let t = Tail {
+            pending: Some((3, 17)),
+        };
+        write_tail(&mut p, t);
+        assert_eq!(read_tail(&p), t);
+        p[TAIL_AT + 5] ^= 1;
+        assert_eq!(read_tail(&p), Tail::default(), "damaged tail ignored");
+    }
+}

@@ -1,0 +1,981 @@
+//! The doubleheader-logging (DHL) slotted page ([DHL] §III-A, Fig. 2).
+//!
+//! A page holds two *slot headers*; each is the journal of the other. A
+//! writer never touches the committed (visible) header or the bytes it
+//! references: it writes its new version into the other header, keeps the
+//! cells it shares with the committed version where they are, and puts new
+//! cells into space the committed version does not use. Visibility: a
+//! header whose TID is above the committed FCC is invisible; of the rest,
+//! the higher TID wins.
+//!
+//! Layout (big-endian), documented byte by byte in `docs/modes/dhl.md`:
+//!
+//! ```text
+//! 0..32    slot header 0          32..64   slot header 1
+//!   +0  u8   magic 0xD1 (0: never written)
+//!   +1  u8   page type: 0x0D leaf, 0x05 interior
+//!   +2  u16  n, the cells of this version
+//!   +4  u8   flags; bit 0: this header carries the commit record
+//!   +5  3    reserved (0)
+//!   +8  u64  TID (u64::MAX = INV, invalidated by recovery or rollback)
+//!   +16 u32  rightmost child (interior), 0 (leaf)
+//!   +20 u32  commit record: transaction size (pages written with TID)
+//!   +24 u32  commit record: page count after the commit
+//!   +28 u32  crc32c(pgno, bytes +0..+28, each offset and cell of the version)
+//! 64..     offset rows, 4 bytes each: row i = [u16 offset of cell i in
+//!          version 0][u16 offset of cell i in version 1]
+//! ...      free space, then cells (slotted-format cell encoding)
+//! ```
+//!
+//! Non-tree pages (overflow, free-list trunks) end with a 16-byte envelope:
+//! `u64 TID`, `u8 0xD5`, 3 zero bytes, `u32 crc32c(pgno, bytes 0..ps-4)`,
+//! so that a counting commit can count them and a torn one is detected.
+
+use super::cell::{self, Reader};
+use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use crate::error::{Error, Pgno, Result};
+
+/// Size of one slot header.
+pub const SLOT_LEN: usize = 32;
+/// Offset of the first offset row.
+pub const ROWS_AT: usize = 2 * SLOT_LEN;
+/// Bytes per offset row (one u16 per slot header).
+pub const ROW_LEN: usize = 4;
+/// Magic byte of a written slot header.
+pub const MAGIC: u8 = 0xD1;
+/// Page type of a leaf version.
+pub const LEAF: u8 = 0x0D;
+/// Page type of an interior version.
+pub const INTERIOR: u8 = 0x05;
+/// The invalid TID ("INV" in [DHL] Fig. 6).
+pub const INV: u64 = u64::MAX;
+/// Size of the envelope at the end of a non-tree page.
+pub const RAW_TAIL: usize = 16;
+/// Magic byte of that envelope.
+pub const RAW_MAGIC: u8 = 0xD5;
+const FLAG_COMMIT: u8 = 1;
+
+/// The DHL page format.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DhlFormat;
+
+/// A parsed slot header (not yet checked against its checksum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotHeader {
+    /// 0 or 1.
+    pub slot: usize,
+    /// Page type of this version.
+    pub kind: u8,
+    /// Cells of this version.
+    pub n: usize,
+    /// Flag bits (bit 0: commit record).
+    pub flags: u8,
+    /// Transaction that wrote the version.
+    pub tid: u64,
+    /// Rightmost child of an interior version.
+    pub right: Pgno,
+    /// Commit record: pages written by the transaction.
+    pub txn_size: u32,
+    /// Commit record: page count after the commit.
+    pub page_count: u32,
+    /// Stored checksum.
+    pub crc: u32,
+}
+
+/// The commit record embedded in the commit page of a transaction
+/// (metadata embedding, [DHL] §IV-B1 and §III-D).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// TID of the transaction, the FCC it commits.
+    pub tid: u64,
+    /// Transaction size: pages written with this TID (counting commit).
+    pub txn_size: u32,
+    /// Database size in pages after the commit.
+    pub page_count: u32,
+}
+
+/// What a recovery scan finds on one page.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PageScan {
+    /// TIDs of the valid (checksummed, not invalidated) versions on the
+    /// page: up to two slot headers, or one non-tree envelope.
+    pub tids: Vec<u64>,
+    /// Commit records carried by valid versions (both versions of a page
+    /// can be commit pages).
+    pub records: Vec<CommitRecord>,
+    /// Highest TID on the page, valid or not (a torn version included):
+    /// what recovery must invalidate when it is above the FCC.
+    pub top: u64,
+    /// A version failed its checksum: a torn write (or damage) that
+    /// recovery must look at even if its TID is not above the FCC (a torn
+    /// new version may overwrite cells of the older committed version
+    /// whose header the torn write did not replace).
+    pub broken: bool,
+}
+
+fn be16(p: &[u8], at: usize) -> usize {
+    u16::from_be_bytes([p[at], p[at + 1]]) as usize
+}
+
+fn be32(p: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(p[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn be64(p: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(p[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Most offset rows a page can hold.
+fn max_rows(ps: usize) -> usize {
+    (ps - ROWS_AT) / ROW_LEN
+}
+
+/// Read slot header `slot` (`None` if it was never written).
+pub fn read_slot(page: &[u8], slot: usize) -> Option<SlotHeader> {
+    let b = &page[slot * SLOT_LEN..(slot + 1) * SLOT_LEN];
+    if b[0] != MAGIC {
+        return None;
+    }
+    Some(SlotHeader {
+        slot,
+        kind: b[1],
+        n: be16(b, 2),
+        flags: b[4],
+        tid: be64(b, 8),
+        right: be32(b, 16),
+        txn_size: be32(b, 20),
+        page_count: be32(b, 24),
+        crc: be32(b, 28),
+    })
+}
+
+fn write_slot(page: &mut [u8], h: &SlotHeader) {
+    let b = &mut page[h.slot * SLOT_LEN..(h.slot + 1) * SLOT_LEN];
+    b.fill(0);
+    b[0] = MAGIC;
+    b[1] = h.kind;
+    b[2..4].copy_from_slice(&(h.n as u16).to_be_bytes());
+    b[4] = h.flags;
+    b[8..16].copy_from_slice(&h.tid.to_be_bytes());
+    b[16..20].copy_from_slice(&h.right.to_be_bytes());
+    b[20..24].copy_from_slice(&h.txn_size.to_be_bytes());
+    b[24..28].copy_from_slice(&h.page_count.to_be_bytes());
+    b[28..32].copy_from_slice(&h.crc.to_be_bytes());
+}
+
+fn row_at(i: usize, slot: usize) -> usize {
+    ROWS_AT + ROW_LEN * i + 2 * slot
+}
+
+/// One cell of a parsed version: offset, length, key (borrowed).
+type Extent<'a> = (usize, usize, &'a [u8]);
+
+fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
+    Error::corrupt("database", pgno, what)
+}
+
+/// Parse the cells of version `h` and compute its checksum. Every offset
+/// and length is checked against the page.
+fn parse_version<'a>(
+    pgno: Pgno,
+    page: &'a [u8],
+    h: &SlotHeader,
+    max_key: usize,
+) -> Result<(Vec<Extent<'a>>, u32)> {
+    let ps = page.len();
+    if h.kind != LEAF && h.kind != INTERIOR {
+        return Err(corrupt(
+            pgno,
+            format!("slot header {}: bad page type {:#04x}", h.slot, h.kind),
+        ));
+    }
+    if h.n > max_rows(ps) {
+        return Err(corrupt(
+            pgno,
+            format!("slot header {}: {} cells cannot fit", h.slot, h.n),
+        ));
+    }
+    if h.kind == INTERIOR && h.right == 0 {
+        return Err(corrupt(pgno, "interior version without a right child"));
+    }
+    let min = ROWS_AT + ROW_LEN * h.n;
+    let hb = h.slot * SLOT_LEN;
+    let mut crc = crc32c::crc32c_append(0, &pgno.to_be_bytes());
+    crc = crc32c::crc32c_append(crc, &page[hb..hb + 28]);
+    let mut cells: Vec<Extent<'a>> = Vec::with_capacity(h.n);
+    for i in 0..h.n {
+        let off = be16(page, row_at(i, h.slot));
+        if off < min || off >= ps {
+            return Err(corrupt(
+                pgno,
+                format!(
+                    "slot header {}: cell {i} offset {off} outside the cell area",
+                    h.slot
+                ),
+            ));
+        }
+        let mut r = Reader::new(page, off, ps, pgno);
+        let key = if h.kind == LEAF {
+            r.leaf_key(i, max_key)?
+        } else {
+            r.interior_key(i, max_key)?
+        };
+        if cells.last().is_some_and(|p| p.2 >= key) {
+            return Err(corrupt(
+                pgno,
+                format!("slot header {}: cell {i} keys out of order", h.slot),
+            ));
+        }
+        let len = r.pos - off;
+        crc = crc32c::crc32c_append(crc, &(off as u16).to_be_bytes());
+        crc = crc32c::crc32c_append(crc, &page[off..off + len]);
+        cells.push((off, len, key));
+    }
+    Ok((cells, crc))
+}
+
+/// Parse and verify version `h`: a checksum mismatch (a torn write or
+/// damage) is corruption.
+fn verified<'a>(
+    pgno: Pgno,
+    page: &'a [u8],
+    h: &SlotHeader,
+    max_key: usize,
+) -> Result<Vec<Extent<'a>>> {
+    let (cells, crc) = parse_version(pgno, page, h, max_key)?;
+    if crc != h.crc {
+        return Err(corrupt(
+            pgno,
+            format!(
+                "slot header {} (TID {}): checksum mismatch, the page is torn or damaged",
+                h.slot, h.tid
+            ),
+        ));
+    }
+    Ok(cells)
+}
+
+/// Where the versions of a node go on a page.
+struct Layout {
+    /// Slot header the new version is written to.
+    slot: usize,
+    /// No committed version: the page is written from scratch.
+    fresh: bool,
+    /// Offset of every cell of the new version.
+    offsets: Vec<usize>,
+    /// Cells that need new bytes (the rest are shared with the committed
+    /// version and stay where they are).
+    new: Vec<usize>,
+}
+
+fn cell_len(node: &Node, i: usize) -> usize {
+    match node {
+        Node::Leaf(c) => cell::leaf_len(&c[i]),
+        Node::Interior { cells, .. } => cell::interior_len(&cells[i]),
+    }
+}
+
+fn cell_key(node: &Node, i: usize) -> &[u8] {
+    match node {
+        Node::Leaf(c) => &c[i].key,
+        Node::Interior { cells, .. } => &cells[i].key,
+    }
+}
+
+fn put_cell(node: &Node, i: usize, out: &mut [u8], at: usize) {
+    match node {
+        Node::Leaf(c) => cell::put_leaf(out, at, &c[i]),
+        Node::Interior { cells, .. } => cell::put_interior(out, at, &cells[i]),
+    }
+}
+
+fn kind_of(node: &Node) -> (u8, Pgno) {
+    match node {
+        Node::Leaf(_) => (LEAF, 0),
+        Node::Interior { right, .. } => (INTERIOR, *right),
+    }
+}
+
+impl DhlFormat {
+    /// The committed version a writer with TID `tid` must preserve: the
+    /// valid header with the highest TID below `tid`.
+    fn committed_slot(page: &[u8], tid: u64) -> Option<SlotHeader> {
+        (0..2)
+            .filter_map(|s| read_slot(page, s))
+            .filter(|h| h.tid != INV && h.tid < tid)
+            .max_by_key(|h| h.tid)
+    }
+
+    /// The version a reader at FCC `committed` sees.
+    fn visible_slot(page: &[u8], committed: u64) -> Option<SlotHeader> {
+        (0..2)
+            .filter_map(|s| read_slot(page, s))
+            .filter(|h| h.tid != INV && h.tid <= committed)
+            .max_by_key(|h| h.tid)
+    }
+
+    /// Plan the placement of `node` over `base`. `Ok(None)`: it does not
+    /// fit in place. The committed version's checksum is verified when
+    /// `pgno` is known (encode); `fits` only gets the layout.
+    fn layout(
+        &self,
+        pgno: Option<Pgno>,
+        node: &Node,
+        base: Option<&[u8]>,
+        ps: usize,
+        tid: u64,
+    ) -> Result<Option<Layout>> {
+        let n = node.len();
+        if n > max_rows(ps) {
+            return Ok(None);
+        }
+        let lens: Vec<usize> = (0..n).map(|i| cell_len(node, i)).collect();
+        let Some(base) = base else {
+            // A page this transaction allocated: pack the cells at the end.
+            let total: usize = lens.iter().sum::<usize>() + ROWS_AT + ROW_LEN * n;
+            if total > ps {
+                return Ok(None);
+            }
+            let mut end = ps;
+            let offsets = lens
+                .iter()
+                .map(|l| {
+                    end -= l;
+                    end
+                })
+                .collect();
+            return Ok(Some(Layout {
+                slot: 0,
+                fresh: true,
+                offsets,
+                new: (0..n).collect(),
+            }));
+        };
+        let at = pgno.unwrap_or(0);
+        if base.len() != ps {
+            return Err(corrupt(at, format!("base image of {} bytes", base.len())));
+        }
+        let Some(vh) = Self::committed_slot(base, tid) else {
+            return Err(corrupt(
+                at,
+                "no committed version to write the new one over",
+            ));
+        };
+        let max_key = self.max_key_len(ps);
+        let vcells = match pgno {
+            Some(p) => verified(p, base, &vh, max_key)?,
+            None => parse_version(0, base, &vh, max_key)?.0,
+        };
+        let rows_end = ROWS_AT + ROW_LEN * vh.n.max(n);
+        if rows_end > ps || vcells.iter().any(|c| c.0 < rows_end) {
+            // The new offset rows would run into committed cells.
+            return Ok(None);
+        }
+        // Cells equal to a committed one are shared, not copied
+        // (the paper's in-page copy-on-write copies only the header).
+        let mut offsets = vec![0usize; n];
+        let mut new = Vec::new();
+        let mut scratch = Vec::new();
+        for i in 0..n {
+            let key = cell_key(node, i);
+            let shared = vcells
+                .binary_search_by(|c| c.2.cmp(key))
+                .ok()
+                .map(|j| vcells[j])
+                .filter(|&(off, len, _)| {
+                    if len != lens[i] {
+                        return false;
+                    }
+                    scratch.clear();
+                    scratch.resize(len, 0);
+                    put_cell(node, i, &mut scratch, 0);
+                    scratch[..] == base[off..off + len]
+                });
+            match shared {
+                Some((off, _, _)) => offsets[i] = off,
+                None => new.push(i),
+            }
+        }
+        // Free space: everything between the rows and the page end that
+        // the committed version does not reference.
+        let mut used: Vec<(usize, usize)> = vcells.iter().map(|c| (c.0, c.0 + c.1)).collect();
+        used.sort_unstable();
+        let mut free: Vec<(usize, usize)> = Vec::new();
+        let mut at = rows_end;
+        for (s, e) in used {
+            if s > at {
+                free.push((at, s));
+            }
+            at = at.max(e);
+        }
+        if ps > at {
+            free.push((at, ps));
+        }
+        // Largest cells first, each at the top of the highest gap that
+        // holds it: keeps the space next to the rows free for them to grow.
+        let mut order = new.clone();
+        order.sort_by(|a, b| lens[*b].cmp(&lens[*a]).then(a.cmp(b)));
+        for i in order {
+            let Some(gap) = free.iter_mut().rev().find(|g| g.1 - g.0 >= lens[i]) else {
+                return Ok(None);
+            };
+            gap.1 -= lens[i];
+            offsets[i] = gap.1;
+        }
+        Ok(Some(Layout {
+            slot: 1 - vh.slot,
+            fresh: false,
+            offsets,
+            new,
+        }))
+    }
+
+    fn check_len(pgno: Pgno, page: &[u8], ps: usize) -> Result<()> {
+        if page.len() != ps || ps < 512 {
+            return Err(corrupt(
+                pgno,
+                format!("page buffer of {} bytes", page.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What recovery needs from a page: the TIDs of its valid versions and
+    /// any commit record. Damaged or torn versions are left out.
+    pub fn scan(&self, pgno: Pgno, page: &[u8]) -> PageScan {
+        let mut out = PageScan::default();
+        let ps = page.len();
+        if ps < 512 {
+            return out;
+        }
+        if let Some(tid) = raw_tid(pgno, page) {
+            if tid != INV {
+                out.tids.push(tid);
+                out.top = tid;
+            }
+            return out;
+        }
+        if page[0] != MAGIC {
+            return out;
+        }
+        let max_key = self.max_key_len(ps);
+        for h in (0..2).filter_map(|s| read_slot(page, s)) {
+            if h.tid == INV {
+                continue;
+            }
+            out.top = out.top.max(h.tid);
+            if verified(pgno, page, &h, max_key).is_err() {
+                out.broken = true;
+                continue;
+            }
+            if !out.tids.contains(&h.tid) {
+                out.tids.push(h.tid);
+            }
+            if h.flags & FLAG_COMMIT != 0 {
+                out.records.push(CommitRecord {
+                    tid: h.tid,
+                    txn_size: h.txn_size,
+                    page_count: h.page_count,
+                });
+            }
+        }
+        out
+    }
+
+    /// Set the TID of every version on the page for which `doomed` holds
+    /// to INV ([DHL] §III-B: "invalidate the updated slot-header"). Only
+    /// the 8-byte TID fields change. Returns the versions invalidated.
+    pub fn invalidate(&self, page: &mut [u8], pgno: Pgno, doomed: impl Fn(u64) -> bool) -> usize {
+        let ps = page.len();
+        if ps < 512 {
+            return 0;
+        }
+        if let Some(tid) = raw_tid(pgno, page) {
+            if tid != INV && doomed(tid) {
+                page[ps - RAW_TAIL..ps - 8].copy_from_slice(&INV.to_be_bytes());
+                return 1;
+            }
+            return 0;
+        }
+        if page[0] != MAGIC {
+            return 0;
+        }
+        let mut n = 0;
+        let slots: Vec<SlotHeader> = (0..2).filter_map(|s| read_slot(page, s)).collect();
+        for h in slots {
+            if h.tid != INV && doomed(h.tid) {
+                let at = h.slot * SLOT_LEN + 8;
+                page[at..at + 8].copy_from_slice(&INV.to_be_bytes());
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Recovery's repair of one page once the FCC is decided: invalidate
+    /// every version above `fcc`, and every version below the visible one
+    /// that fails its checksum (cells a torn write reclaimed from it). The
+    /// visible version itself is never invalidated: if it is damaged,
+    /// reads report it. Returns the versions invalidated.
+    pub fn repair(&self, page: &mut [u8], pgno: Pgno, fcc: u64) -> usize {
+        let ps = page.len();
+        if ps < 512 {
+            return 0;
+        }
+        if raw_tid(pgno, page).is_some() {
+            return self.invalidate(page, pgno, |t| t > fcc);
+        }
+        if page[0] != MAGIC {
+            return 0;
+        }
+        let max_key = self.max_key_len(ps);
+        let visible = Self::visible_slot(page, fcc).map(|h| h.slot);
+        let slots: Vec<SlotHeader> = (0..2).filter_map(|s| read_slot(page, s)).collect();
+        let mut n = 0;
+        for h in slots {
+            let doomed = h.tid != INV
+                && (h.tid > fcc
+                    || (Some(h.slot) != visible && verified(pgno, page, &h, max_key).is_err()));
+            if doomed {
+                let at = h.slot * SLOT_LEN + 8;
+                page[at..at + 8].copy_from_slice(&INV.to_be_bytes());
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Put a commit record into the version `rec.tid` wrote on this page
+    /// (metadata embedding). `Ok(false)` if the page holds no such
+    /// version (a non-tree page).
+    pub fn embed_commit(&self, pgno: Pgno, page: &mut [u8], rec: CommitRecord) -> Result<bool> {
+        if page.len() < 512 || page[0] != MAGIC || raw_tid(pgno, page).is_some() {
+            return Ok(false);
+        }
+        let Some(mut h) = (0..2)
+            .filter_map(|s| read_slot(page, s))
+            .find(|h| h.tid == rec.tid)
+        else {
+            return Ok(false);
+        };
+        h.flags |= FLAG_COMMIT;
+        h.txn_size = rec.txn_size;
+        h.page_count = rec.page_count;
+        write_slot(page, &h);
+        let (_, crc) = parse_version(pgno, page, &h, self.max_key_len(page.len()))?;
+        h.crc = crc;
+        write_slot(page, &h);
+        Ok(true)
+    }
+}
+
+/// The TID in a non-tree page's envelope, if the envelope is intact.
+fn raw_tid(pgno: Pgno, page: &[u8]) -> Option<u64> {
+    let ps = page.len();
+    if page[ps - 8] != RAW_MAGIC || page[ps - 7..ps - 4] != [0, 0, 0] {
+        return None;
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..ps - 4]);
+    (crc == be32(page, ps - 4)).then(|| be64(page, ps - RAW_TAIL))
+}
+
+impl NodeFormat for DhlFormat {
+    fn name(&self) -> &'static str {
+        "dhl"
+    }
+
+    fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node> {
+        Self::check_len(pgno, page, ctx.page_size)?;
+        let max_key = self.max_key_len(ctx.page_size);
+        // Under one-writer locking a reader meets at most the next
+        // writer's version above its FCC (recovery and rollback
+        // invalidate the rest), and every version not invalidated checks
+        // out. Verifying both headers turns damage to the visible header's
+        // TID or magic into an error instead of a silent fallback to the
+        // older version.
+        for s in 0..2 {
+            match page[s * SLOT_LEN] {
+                0 => {}
+                MAGIC => {
+                    let h = read_slot(page, s).expect("magic checked");
+                    if h.tid == INV {
+                        continue;
+                    }
+                    if h.tid > ctx.committed_tid.saturating_add(1) {
+                        return Err(corrupt(
+                            pgno,
+                            format!(
+                                "slot header {s}: TID {} above the FCC {} (damaged, or left by \
+                                 an unrecovered transaction)",
+                                h.tid, ctx.committed_tid
+                            ),
+                        ));
+                    }
+                    verified(pgno, page, &h, max_key)?;
+                }
+                b => {
+                    return Err(corrupt(
+                        pgno,
+                        format!("slot header {s}: bad magic {b:#04x}"),
+                    ))
+                }
+            }
+        }
+        let Some(h) = Self::visible_slot(page, ctx.committed_tid) else {
+            let tids: Vec<String> = (0..2)
+                .filter_map(|s| read_slot(page, s))
+                .map(|h| h.tid.to_string())
+                .collect();
+            return Err(corrupt(
+                pgno,
+                format!(
+                    "no committed version (slot TIDs [{}], FCC {})",
+                    tids.join(", "),
+                    ctx.committed_tid
+                ),
+            ));
+        };
+        let cells = parse_version(pgno, page, &h, max_key)?.0;
+        if h.kind == LEAF {
+            let mut out: Vec<LeafCell> = Vec::with_capacity(cells.len());
+            for (i, (off, _, _)) in cells.iter().enumerate() {
+                out.push(Reader::new(page, *off, page.len(), pgno).leaf(i, max_key)?);
+            }
+            Ok(Node::Leaf(out))
+        } else {
+            let mut out: Vec<InteriorCell> = Vec::with_capacity(cells.len());
+            for (i, (off, _, _)) in cells.iter().enumerate() {
+                out.push(Reader::new(page, *off, page.len(), pgno).interior(i, max_key)?);
+            }
+            Ok(Node::Interior {
+                cells: out,
+                right: h.right,
+            })
+        }
+    }
+
+    fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
+        matches!(
+            self.layout(None, node, base, ctx.page_size, ctx.tid),
+            Ok(Some(_))
+        )
+    }
+
+    fn leaf_cell_size(&self, c: &LeafCell) -> usize {
+        ROW_LEN + cell::leaf_len(c)
+    }
+
+    fn interior_cell_size(&self, c: &InteriorCell) -> usize {
+        ROW_LEN + cell::interior_len(c)
+    }
+
+    fn capacity(&self, page_size: usize) -> usize {
+        page_size - ROWS_AT
+    }
+
+    fn encode(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let ps = ctx.page_size;
+        if out.len() != ps {
+            return Err(Error::InvalidArgument(format!(
+                "output buffer of {} bytes for a {ps}-byte page",
+                out.len()
+            )));
+        }
+        let Some(lay) = self.layout(Some(pgno), node, base, ps, ctx.tid)? else {
+            return Err(Error::InvalidArgument(format!(
+                "node for page {pgno} does not fit over its committed version"
+            )));
+        };
+        match (lay.fresh, base) {
+            (false, Some(b)) => out.copy_from_slice(b),
+            _ => out.fill(0),
+        }
+        for &i in &lay.new {
+            put_cell(node, i, out, lay.offsets[i]);
+        }
+        for (i, off) in lay.offsets.iter().enumerate() {
+            let at = row_at(i, lay.slot);
+            out[at..at + 2].copy_from_slice(&(*off as u16).to_be_bytes());
+        }
+        let (kind, right) = kind_of(node);
+        let mut h = SlotHeader {
+            slot: lay.slot,
+            kind,
+            n: node.len(),
+            flags: 0,
+            tid: ctx.tid,
+            right,
+            txn_size: 0,
+            page_count: 0,
+            crc: 0,
+        };
+        write_slot(out, &h);
+        let (_, crc) = parse_version(pgno, out, &h, self.max_key_len(ps))?;
+        h.crc = crc;
+        write_slot(out, &h);
+        Ok(())
+    }
+
+    fn max_key_len(&self, page_size: usize) -> usize {
+        // An overflow leaf cell is 1 + 3 + 10 + key + 4 bytes plus its
+        // 4-byte row; keep every cell within a quarter page.
+        self.max_inline_cell(page_size) - 22
+    }
+
+    fn max_inline_cell(&self, page_size: usize) -> usize {
+        self.capacity(page_size) / 4
+    }
+
+    fn needs_base(&self) -> bool {
+        true
+    }
+
+    fn raw_reserved(&self) -> usize {
+        RAW_TAIL
+    }
+
+    fn seal_raw(&self, pgno: Pgno, page: &mut [u8], ctx: &EncodeCtx) {
+        let ps = page.len();
+        page[ps - RAW_TAIL..ps - 8].copy_from_slice(&ctx.tid.to_be_bytes());
+        page[ps - 8] = RAW_MAGIC;
+        page[ps - 7..ps - 4].fill(0);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..ps - 4]);
+        page[ps - 4..].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    fn check_raw(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        Self::check_len(pgno, page, ctx.page_size)?;
+        match raw_tid(pgno, page) {
+            None => Err(corrupt(
+                pgno,
+                "overflow or free-list page: envelope checksum mismatch, the page is torn or damaged",
+            )),
+            Some(INV) => Err(corrupt(pgno, "overflow or free-list page was invalidated")),
+            Some(t) if t > ctx.committed_tid => Err(corrupt(
+                pgno,
+                format!(
+                    "overflow or free-list page written by TID {t}, above the FCC {}",
+                    ctx.committed_tid
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::Value;
+
+    const PS: usize = 512;
+
+    fn ectx(tid: u64) -> EncodeCtx {
+        EncodeCtx { page_size: PS, tid }
+    }
+
+    fn dctx(fcc: u64) -> DecodeCtx {
+        DecodeCtx {
+            page_size: PS,
+            committed_tid: fcc,
+        }
+    }
+
+    fn leaf(keys: &[(&str, usize)]) -> Node {
+        Node::Leaf(
+            keys.iter()
+                .map(|(k, l)| LeafCell {
+                    key: k.as_bytes().to_vec(),
+                    value: Value::Inline(vec![k.as_bytes()[0]; *l]),
+                })
+                .collect(),
+        )
+    }
+
+    fn enc(node: &Node, base: Option<&[u8]>, tid: u64) -> Vec<u8> {
+        let mut out = vec![0u8; PS];
+        DhlFormat
+            .encode(7, node, base, &ectx(tid), &mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn versions_alternate_and_visibility_follows_the_fcc() {
+        let f = DhlFormat;
+        let v1 = leaf(&[("a", 10), ("b", 10)]);
+        let p1 = enc(&v1, None, 1);
+        assert_eq!(f.decode(7, &p1, &dctx(1)).unwrap(), v1);
+        assert!(f.decode(7, &p1, &dctx(0)).is_err(), "TID 1 above FCC 0");
+        let v2 = leaf(&[("a", 10), ("c", 12)]);
+        let p2 = enc(&v2, Some(&p1), 2);
+        assert_eq!(
+            f.decode(7, &p2, &dctx(1)).unwrap(),
+            v1,
+            "uncommitted is invisible"
+        );
+        assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), v2);
+        // The committed version's bytes are untouched: only slot 1, column
+        // 1 and free space changed.
+        let h1 = read_slot(&p1, 0).unwrap();
+        let cells1 = verified(7, &p1, &h1, 100).unwrap();
+        for (off, len, _) in cells1 {
+            assert_eq!(p1[off..off + len], p2[off..off + len]);
+        }
+        assert_eq!(p1[..SLOT_LEN], p2[..SLOT_LEN]);
+        let v3 = leaf(&[("c", 12), ("d", 40)]);
+        let p3 = enc(&v3, Some(&p2), 3);
+        assert_eq!(
+            read_slot(&p3, 0).unwrap().tid,
+            3,
+            "the older header is reused"
+        );
+        assert_eq!(f.decode(7, &p3, &dctx(3)).unwrap(), v3);
+        assert_eq!(f.decode(7, &p3, &dctx(2)).unwrap(), v2);
+    }
+
+    #[test]
+    fn rewriting_a_spilled_version_keeps_the_committed_one() {
+        let f = DhlFormat;
+        let v1 = leaf(&[("a", 10)]);
+        let p1 = enc(&v1, None, 1);
+        let spilled = enc(&leaf(&[("a", 10), ("b", 30)]), Some(&p1), 2);
+        let v2 = leaf(&[("b", 30), ("z", 5)]);
+        let p2 = enc(&v2, Some(&spilled), 2);
+        assert_eq!(f.decode(7, &p2, &dctx(1)).unwrap(), v1);
+        assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), v2);
+    }
+
+    #[test]
+    fn full_committed_page_forces_a_move_but_subsets_fit() {
+        let f = DhlFormat;
+        let mut keys = Vec::new();
+        let names: Vec<String> = (0..40).map(|i| format!("k{i:03}")).collect();
+        for n in &names {
+            keys.push((n.as_str(), 6));
+            if !f.fits(&leaf(&keys), None, &ectx(1)) {
+                keys.pop();
+                break;
+            }
+        }
+        let full = leaf(&keys);
+        let p = enc(&full, None, 1);
+        // Adding a cell needs space the committed version occupies.
+        let mut more = keys.clone();
+        more.push(("zzz", 6));
+        assert!(!f.fits(&leaf(&more), Some(&p), &ectx(2)));
+        // Deleting only shares cells and shrinks the rows: always fits.
+        let fewer = leaf(&keys[1..]);
+        assert!(f.fits(&fewer, Some(&p), &ectx(2)));
+        let empty_interior = Node::Interior {
+            cells: vec![],
+            right: 9,
+        };
+        assert!(f.fits(&empty_interior, Some(&p), &ectx(2)));
+    }
+
+    #[test]
+    fn torn_or_damaged_versions_are_detected() {
+        let f = DhlFormat;
+        let v1 = leaf(&[("a", 10), ("b", 200)]);
+        let p1 = enc(&v1, None, 1);
+        for at in [2usize, 9, 30, 64, PS - 5, PS - 100] {
+            let mut bad = p1.clone();
+            bad[at] ^= 0x40;
+            let r = f.decode(7, &bad, &dctx(1));
+            assert!(r.is_err() || r.unwrap() != v1, "flip at {at} undetected");
+        }
+        // An in-flight version torn mid-page is invisible to recovery and
+        // does not disturb the committed one.
+        let v2 = leaf(&[("a", 10), ("b", 200), ("c", 150)]);
+        let p2 = enc(&v2, Some(&p1), 2);
+        let mut torn = p2.clone();
+        torn[256..].copy_from_slice(&p1[256..]);
+        assert_eq!(f.scan(7, &torn).tids, vec![1]);
+        assert!(
+            f.decode(7, &torn, &dctx(1)).is_err(),
+            "torn version reported"
+        );
+        assert_eq!(f.invalidate(&mut torn, 7, |t| t > 1), 1, "as recovery does");
+        assert_eq!(f.decode(7, &torn, &dctx(1)).unwrap(), v1);
+        // A version two transactions ahead cannot be legitimate.
+        let mut ahead = p2.clone();
+        ahead[SLOT_LEN + 8..SLOT_LEN + 16].copy_from_slice(&3u64.to_be_bytes());
+        assert!(f.decode(7, &ahead, &dctx(1)).is_err());
+    }
+
+    #[test]
+    fn raw_envelope_roundtrip_and_invalidation() {
+        let f = DhlFormat;
+        let mut page = vec![3u8; PS];
+        f.seal_raw(9, &mut page, &ectx(5));
+        assert!(f.check_raw(9, &page, &dctx(5)).is_ok());
+        assert!(f.check_raw(9, &page, &dctx(4)).is_err());
+        assert!(f.check_raw(8, &page, &dctx(5)).is_err(), "misdirected");
+        assert_eq!(f.scan(9, &page).tids, vec![5]);
+        assert_eq!(f.invalidate(&mut page, 9, |t| t == 5), 1);
+        assert!(f.scan(9, &page).tids.is_empty());
+    }
+
+    #[test]
+    fn embedded_commit_record_is_found() {
+        let f = DhlFormat;
+        let p1 = enc(&leaf(&[("a", 1)]), None, 1);
+        let mut p2 = enc(&leaf(&[("b", 1)]), Some(&p1), 2);
+        let rec = CommitRecord {
+            tid: 2,
+            txn_size: 3,
+            page_count: 10,
+        };
+        assert!(f.embed_commit(7, &mut p2, rec).unwrap());
+        let s = f.scan(7, &p2);
+        assert_eq!(s.records, vec![rec]);
+        let mut t = s.tids.clone();
+        t.sort();
+        assert_eq!(t, vec![1, 2]);
+        assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), leaf(&[("b", 1)]));
+        assert_eq!(f.invalidate(&mut p2, 7, |t| t > 1), 1);
+        assert_eq!(f.scan(7, &p2).tids, vec![1]);
+        assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), leaf(&[("a", 1)]));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let f = DhlFormat;
+        let mut rng = 0x1234_5678u64;
+        for round in 0..4000 {
+            let mut page = vec![0u8; PS];
+            for b in page.iter_mut() {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                *b = rng as u8;
+            }
+            page[0] = MAGIC;
+            page[1] = if round % 2 == 0 { LEAF } else { INTERIOR };
+            page[2] = 0;
+            page[8..16].copy_from_slice(&1u64.to_be_bytes());
+            let _ = f.decode(9, &page, &dctx(u64::MAX - 1));
+            let _ = f.scan(9, &page);
+            let _ = f.fits(&leaf(&[("a", 3)]), Some(&page), &ectx(2));
+            let mut out = vec![0u8; PS];
+            let _ = f.encode(9, &leaf(&[("a", 3)]), Some(&page), &ectx(2), &mut out);
+            let _ = f.embed_commit(
+                9,
+                &mut page,
+                CommitRecord {
+                    tid: 1,
+                    txn_size: 1,
+                    page_count: 1,
+                },
+            );
+        }
+    }
+}
