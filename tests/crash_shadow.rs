@@ -301,3 +301,65 @@ fn without_rename_ordering_dash_fails() {
         "unordered renames: {unordered_bad} of {unordered_states} crash states fail, e.g. {example}"
     );
 }
+
+/// The same property on the crash explorer's file system: with its
+/// `ext4-ordered` images (renames persist as a prefix) every crash after
+/// the acknowledged commit recovers the commit; an image the model forbids
+/// (the second rename of the Atomic Exchange durable without the first)
+/// loses the database. The explorer therefore checks DASH only as far as
+/// its model keeps renames ordered.
+#[test]
+fn sim_images_need_rename_ordering() {
+    use twinpage::storage::sim::{CrashSpec, Keep, PersistenceModel, SimOp, SimVfs};
+    let (mode, sync) = (JournalMode::Shadow, Synchronous::Full);
+    let base = base_state(mode, sync);
+    let mut img = twinpage::storage::sim::CrashImage::default();
+    for f in base.list() {
+        img.files.insert(f.clone(), base.read_file(&f).unwrap());
+    }
+    let sim = SimVfs::from_image(&img);
+    let db = open(Path::new(PATH), opts(Arc::new(sim.clone()), mode, sync));
+    put_seven(&db).unwrap(); // acknowledged
+    let new = dump(&db);
+    std::mem::forget(db);
+    let log = sim.log();
+    let cut = log.len();
+    let renames: Vec<usize> = (0..cut)
+        .filter(|&i| matches!(log.op(i), SimOp::Rename { .. }))
+        .collect();
+    assert_eq!(renames.len(), 3, "one Atomic Exchange");
+    let info = log.cut_info(cut, PersistenceModel::Ext4Ordered);
+    let spec = |ns_durable| CrashSpec {
+        model: PersistenceModel::Ext4Ordered,
+        cut,
+        ns_durable,
+        writes: info
+            .uncertain
+            .iter()
+            .map(|&(w, _)| (w, Keep::Kept))
+            .collect(),
+    };
+    let ns_of = |op: usize| log.cut_info(op, PersistenceModel::Ext4Ordered).ns_max;
+    let first = ns_of(renames[0]);
+    assert!(info.ns_min <= first, "the renames are not forced durable");
+    // Ordered: none, one, two or all three renames durable.
+    for k in 0..=3 {
+        let image = log.image(&spec(first + k)).to_mem_vfs();
+        let db = open(Path::new(PATH), opts(Arc::new(image), mode, sync));
+        db.check().unwrap();
+        assert_eq!(dump(&db), new, "{k} renames durable");
+    }
+    // Out of order: only `db -> shadow` durable. The shadow's old inode
+    // (the new state) loses its name, and the database name is gone.
+    let mut files = log.image(&spec(first)).files;
+    let SimOp::Rename { from, to } = log.op(renames[1]).clone() else {
+        unreachable!("filtered above")
+    };
+    let moved = files.remove(&from).unwrap();
+    files.insert(to, moved);
+    let image = twinpage::storage::sim::CrashImage { files }.to_mem_vfs();
+    match Db::open(Path::new(PATH), opts(Arc::new(image), mode, sync)) {
+        Ok(db) => assert_ne!(dump(&db), new, "an unordered image cannot keep the commit"),
+        Err(e) => assert!(e.is_corruption(), "{e}"),
+    }
+}
