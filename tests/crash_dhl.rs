@@ -347,7 +347,16 @@ fn run(mode: JournalMode, embed: bool, reorder: bool) -> usize {
                 let which = states.iter().position(|s| *s == got);
                 let rows: Vec<usize> = got.values().map(|t| t.len()).collect();
                 eprintln!("matches state {which:?}; rows {rows:?}");
-                let pend: Vec<String> = log[..cut].iter().rev().take_while(|o| !matches!(o, Op::Sync(_))).map(|o| match o { Op::Write(_, off, d) => format!("w{}+{}", off / 512 + 1, d.len()), Op::SetLen(_, l) => format!("len{l}"), Op::Sync(_) => "s".into() }).collect();
+                let pend: Vec<String> = log[..cut]
+                    .iter()
+                    .rev()
+                    .take_while(|o| !matches!(o, Op::Sync(_)))
+                    .map(|o| match o {
+                        Op::Write(_, off, d) => format!("w{}+{}", off / 512 + 1, d.len()),
+                        Op::SetLen(_, l) => format!("len{l}"),
+                        Op::Sync(_) => "s".into(),
+                    })
+                    .collect();
                 eprintln!("pending (newest first): {pend:?}");
                 std::env::set_var("DHL_DEBUG", "1");
                 let _ = recover(&img, mode, embed);
