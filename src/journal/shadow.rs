@@ -256,8 +256,9 @@ enum Role {
     /// No DASH fields, or fields that do not match the header: a new
     /// database or one a non-shadow mode committed to.
     Untracked,
-    /// Damaged header or fields (a torn write).
-    Damaged,
+    /// Damaged fields (with the header's FCC if the header is intact), or
+    /// a damaged header: a torn or failed write.
+    Damaged(Option<u64>),
 }
 
 impl Role {
@@ -277,7 +278,7 @@ impl Role {
             }
             (Some(_), Tail::Valid { .. }) | (Some(_), Tail::Zero) => Role::Untracked,
             (None, Tail::Zero) => Role::Untracked,
-            _ => Role::Damaged,
+            (h, _) => Role::Damaged(h.map(|h| h.fcc)),
         }
     }
 
@@ -287,7 +288,7 @@ impl Role {
             Role::Versioned(f) => (f + 1).to_string(),
             Role::Reset { .. } => "0".into(),
             Role::Untracked => "none".into(),
-            Role::Damaged => "damaged".into(),
+            Role::Damaged(_) => "damaged".into(),
         }
     }
 }
@@ -347,11 +348,16 @@ fn decide(a: Role, b: Role) -> Action {
         }
         (Reset { flags, .. }, _) if complete_reset(flags) => Action::Clone { crash: true },
         (Reset { .. }, _) => Action::Fail,
-        // A torn header page on the file named db: it was being written as
-        // the shadow before an exchange that did not reach the disk.
-        (Damaged, Versioned(_)) => Action::Exchange,
-        (Damaged, Reset { flags, .. }) if complete_reset(flags) => Action::Exchange,
-        (Damaged, _) => Action::Fail,
+        // A torn header page on the file named db that was being written as
+        // the shadow (its header, if readable, is one transaction ahead)
+        // before an exchange that did not reach the disk.
+        (Damaged(Some(fa)), Versioned(fb)) if Some(fa) == fb.checked_add(1) => Action::Exchange,
+        // Intact header, damaged fields: an in-place write of the fields
+        // (clone step 1, a Version Reset) failed; the contents are complete.
+        (Damaged(Some(_)), _) => Action::Clone { crash: true },
+        (Damaged(None), Versioned(_)) => Action::Exchange,
+        (Damaged(None), Reset { flags, .. }) if complete_reset(flags) => Action::Exchange,
+        (Damaged(None), _) => Action::Fail,
         // DASH never wrote this database state (new, or another mode ran).
         (Untracked, _) => Action::Clone { crash: false },
     }
@@ -791,8 +797,9 @@ impl DashJournal {
             h.fcc = set.tid;
             h.write_to(&mut p1);
             put_tail(&mut p1, set.tid + 1, 0, &Gpl::All);
-            shadow.write_at(&p1, 0)?;
+            // Recorded before the write: a failed write may leave part of it.
             txn.touched.insert(1);
+            shadow.write_at(&p1, 0)?;
             if self.syncs() && !(self.exclusive && st.excl_durable) {
                 shadow.sync_data()?;
             }
@@ -846,8 +853,10 @@ impl DashJournal {
         // version and lists the pages this transaction writes.
         let mut p1 = first.data.to_vec();
         put_tail(&mut p1, set.tid + 1, 0, &gpl);
-        shadow.write_at(&p1, 0)?;
+        // Pages are recorded as touched before they are written: a failed
+        // write may have changed part of the page.
         txn.touched.insert(1);
+        shadow.write_at(&p1, 0)?;
         if !txn.vu_done {
             if self.syncs() && !(self.exclusive && st.excl_durable) {
                 shadow.sync_data()?;
@@ -858,8 +867,8 @@ impl DashJournal {
         // Aggregate Update: this transaction's pages, plus the previous
         // transaction's (on which the shadow still holds older images).
         for p in &set.pages[1..] {
-            shadow.write_at(&p.data, off(p.pgno))?;
             txn.touched.insert(p.pgno);
+            shadow.write_at(&p.data, off(p.pgno))?;
         }
         let keep = set.orig_page_count.min(set.new_page_count);
         let mut old_pages: BTreeSet<Pgno> = stray.into_iter().collect();
@@ -868,8 +877,8 @@ impl DashJournal {
         }
         for q in old_pages {
             if q >= 2 && q <= keep && !written.contains(&q) {
-                shadow.write_at(&set.originals.original(q)?, off(q))?;
                 txn.touched.insert(q);
+                shadow.write_at(&set.originals.original(q)?, off(q))?;
             }
         }
         let want = set.new_page_count as u64 * ps as u64;
@@ -1116,8 +1125,13 @@ mod tests {
             Action::Clone { crash: true }
         );
         assert_eq!(decide(Untracked, r(0)), Action::Clone { crash: false });
-        assert_eq!(decide(Damaged, Versioned(3)), Action::Exchange);
-        assert_eq!(decide(Damaged, Damaged), Action::Fail);
+        assert_eq!(decide(Damaged(None), Versioned(3)), Action::Exchange);
+        assert_eq!(decide(Damaged(Some(4)), Versioned(3)), Action::Exchange);
+        assert_eq!(
+            decide(Damaged(Some(5)), Versioned(3)),
+            Action::Clone { crash: true }
+        );
+        assert_eq!(decide(Damaged(None), Damaged(None)), Action::Fail);
         assert_eq!(decide(r(FLAG_EXCLUSIVE), Untracked), Action::Fail);
     }
 }
