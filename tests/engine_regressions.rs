@@ -332,3 +332,43 @@ fn failed_spill_aborts_the_transaction_and_is_undone() {
         );
     }
 }
+
+/// DASH (`shadow`, `shadow-x`): a page written by the Aggregate Update was
+/// recorded as touched only after its write succeeded, so a short write
+/// left a half-written shadow page that the rollback did not restore; the
+/// shadow was then marked identical and the next commit exchanged it in
+/// as the database (corruption after a successful commit). Before the fix
+/// this campaign reported violations at calls 106, 117 and 120.
+#[test]
+fn dash_short_write_during_the_aggregate_update_is_restored() {
+    use twinpage::storage::fault::FaultKind;
+    use twinpage::tools::crash::inject::{inject, InjectConfig};
+    for mode in [JournalMode::Shadow, JournalMode::ShadowX] {
+        let rep = inject(&InjectConfig::new(mode, FaultKind::ShortWrite)).unwrap();
+        assert!(rep.violations.is_empty(), "{}", rep.violations.join("\n"));
+    }
+}
+
+/// NOT FIXED (reported to the DHL owner): in `dhl-tc` and `dhl-cc`,
+/// transaction T writes a page that is free in T's own state (e.g. a page
+/// allocated and freed in T, written zeroed with a T envelope), and that
+/// version counts towards T's commit record (`txn_size`). T + 1 reuses the
+/// page in place; if that write tears, the T version is gone and the T + 1
+/// version is invalid, so recovery (`DhlJournal::decide`) finds
+/// `count(T) != txn_size` and no trace of T + 1, and rolls back the
+/// acknowledged commit T. Reproducers from `twinpage crashtest --model torn`.
+#[test]
+#[ignore = "known DHL bug: a torn rewrite of a page T wrote rolls back the acknowledged T"]
+fn dhl_torn_reuse_of_a_page_keeps_the_acknowledged_commit() {
+    use twinpage::storage::sim::PersistenceModel;
+    use twinpage::tools::crash::explore::{explore, ExploreConfig, Target};
+    for (mode, seed, cut, draw) in [
+        (JournalMode::DhlTc, 2, 29, 2),
+        (JournalMode::DhlCc, 1, 240, 2),
+    ] {
+        let mut cfg = ExploreConfig::new(mode, PersistenceModel::Torn);
+        cfg.only = Some(Target { seed, cut, draw });
+        let rep = explore(&cfg).unwrap();
+        assert!(rep.violations.is_empty(), "{mode}: {}", rep.violations[0]);
+    }
+}

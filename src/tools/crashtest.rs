@@ -189,7 +189,7 @@ fn run_kill(a: &Args, modes: &[JournalMode], rounds: u64) -> Result<i32> {
             max_delay: Duration::from_millis(300),
         })?;
         println!(
-            "{:<9} sync={:<6}: {} kills, {} commits acknowledged before them, {} in flight, {} hot journals rolled back, {:.1}s, {} violations{}",
+            "{:<9} sync={:<6}: {} kills, {} commits acknowledged before them, {} in flight, {} recoveries with work to do, {:.1}s, {} violations{}",
             mode.name(),
             a.sync,
             rep.rounds,

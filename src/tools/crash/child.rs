@@ -141,7 +141,7 @@ pub struct KillReport {
     pub acked: u64,
     /// Rounds where the kill hit a commit in flight.
     pub in_flight: u64,
-    /// Rounds where recovery rolled back a hot journal.
+    /// Rounds where recovery had work to do (`Recovery::recovered`).
     pub recovered: u64,
     /// Damaged states in modes without a guarantee (not violations).
     pub unprotected: u64,
