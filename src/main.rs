@@ -28,7 +28,7 @@ enum Cmd {
     /// Benchmark twinpage against SQLite and the physical floor.
     Bench(twinpage::tools::bench::Args),
     /// Explore crash states of every journal mode (docs/CRASH.md).
-    Crashtest(twinpage::tools::crashtest::Args),
+    Crashtest(Box<twinpage::tools::crashtest::Args>),
 }
 
 fn main() -> ExitCode {
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         })(),
         Cmd::Iostat(a) => twinpage::tools::iostat::run(a),
         Cmd::Bench(a) => twinpage::tools::bench::run(a),
-        Cmd::Crashtest(a) => twinpage::tools::crashtest::run(a),
+        Cmd::Crashtest(a) => twinpage::tools::crashtest::run(*a),
     };
     match r {
         Ok(code) => ExitCode::from(code as u8),

@@ -347,7 +347,9 @@ fn store<P: PageWrite + ?Sized>(
             // Appending at the end (sequential keys): keep the left page
             // full instead of leaving two half-empty pages.
             let m = if appended {
-                cells.len() - 1
+                (cells.len() - 1)
+                    .saturating_sub(f.append_split_slack())
+                    .max(1)
             } else {
                 let sizes: Vec<usize> = cells.iter().map(|c| f.leaf_cell_size(c)).collect();
                 split_point(&sizes)

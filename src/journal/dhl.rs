@@ -65,6 +65,9 @@ struct State {
     /// Page 1 was rewritten as the commit mark of `tid`; a rollback must
     /// put this header back.
     restore_page1: Option<Header>,
+    /// The header committed before `tid` (what a rollback writes to page
+    /// 1 before it destroys the evidence that `tid` ever ran).
+    committed: Option<Header>,
     /// Some page of `written` was written twice (spilled, then spilled or
     /// committed again). Its earlier version carries the same TID, so a
     /// count cannot tell it from the final one: the commit then orders
@@ -80,6 +83,7 @@ impl State {
             self.commit_page = None;
             self.restore_page1 = None;
             self.rewritten = false;
+            self.committed = None;
         }
     }
 
@@ -402,6 +406,7 @@ impl Journal for DhlJournal {
         let mut st = self.st.lock();
         self.mark_session(&mut st, db, set.prev_header)?;
         st.begin(set.tid);
+        st.committed = Some(*set.prev_header);
         for p in set.pages.iter().filter(|p| p.pgno != 1) {
             // Into W before the write, so a failure is undone too.
             st.note(p.pgno);
@@ -445,6 +450,7 @@ impl Journal for DhlJournal {
         let mut st = self.st.lock();
         self.mark_session(&mut st, db, set.prev_header)?;
         st.begin(set.tid);
+        st.committed = Some(*set.prev_header);
         let body: Vec<&PageImage> = set.pages.iter().filter(|p| p.pgno != 1).collect();
         for p in &body {
             st.note(p.pgno);
@@ -510,8 +516,19 @@ impl Journal for DhlJournal {
             return Ok(());
         }
         // The aborted TID is reused by the next transaction: every version
-        // it left on storage must become invalid first.
+        // it left on storage must become invalid first. But those versions
+        // are also the evidence that the previous transaction completed
+        // (this one started after its sync): a page this one took from the
+        // free list may have held a version of the previous one, which a
+        // recovery would then count short. So page 1 first records the
+        // committed FCC as verified, as recovery does.
         let ps = db.page_size;
+        if let Some(mut h) = st.restore_page1.take().or(st.committed) {
+            // The session stays marked: later writes need the flag clear.
+            h.clean_close = false;
+            db.write_page(1, &self.page1(ps, &h, Tail::default()))?;
+            self.sync(db)?;
+        }
         let file_pages = db.file().len()? / ps as u64;
         let tid = st.tid;
         let mut page = vec![0u8; ps];
@@ -526,9 +543,6 @@ impl Journal for DhlJournal {
         }
         if file_pages > orig_page_count as u64 {
             db.file().set_len(orig_page_count as u64 * ps as u64)?;
-        }
-        if let Some(h) = st.restore_page1.take() {
-            db.write_page(1, &self.page1(ps, &h, Tail::default()))?;
         }
         self.sync(db)?;
         st.written.clear();

@@ -976,6 +976,10 @@ impl Journal for DashJournal {
         let mut txn = st.txn.take().unwrap_or_default();
         let r = self.commit_inner(&mut st, &mut txn, &shadow, db, set);
         if r.is_err() {
+            // A failed write may have left a partial page in either file;
+            // settle it with the crash-tested recovery at the next open
+            // rather than an in-place undo (found by short-write injection).
+            txn.exchanging = true;
             st.txn = Some(txn);
         } else {
             *self.spill.write() = SpillView::default();
@@ -994,7 +998,7 @@ impl Journal for DashJournal {
             // settles them.
             st.ready = false;
             return Err(Error::Aborted(
-                "a DASH commit failed during the Atomic Exchange or Version Reset".into(),
+                "a DASH commit failed part-way; reopen the database to recover".into(),
             ));
         }
         if txn.touched.is_empty() {

@@ -741,6 +741,10 @@ impl NodeFormat for DhlFormat {
         RAW_TAIL
     }
 
+    fn append_split_slack(&self) -> usize {
+        1
+    }
+
     fn seal_raw(&self, pgno: Pgno, page: &mut [u8], ctx: &EncodeCtx) {
         let ps = page.len();
         page[ps - RAW_TAIL..ps - 8].copy_from_slice(&ctx.tid.to_be_bytes());

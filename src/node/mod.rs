@@ -172,6 +172,15 @@ pub trait NodeFormat: Send + Sync {
         false
     }
 
+    /// Cells an appending leaf split (sequential keys) moves to the new
+    /// right page besides the appended one. The plain format keeps the
+    /// left page full (0); a format that cannot overwrite a committed cell
+    /// in place keeps one cell of room, so that the next update of a cell
+    /// on the left page fits there instead of splitting it.
+    fn append_split_slack(&self) -> usize {
+        0
+    }
+
     /// Bytes at the end of every non-tree page (overflow pages, free-list
     /// trunks) that the format reserves for an envelope of its own, such
     /// as the writer's TID and a checksum. The tree and the free list
