@@ -611,8 +611,8 @@ pub fn leave_shadow_mode(
 }
 
 /// The transaction being written into the shadow.
+#[derive(Default)]
 struct Txn {
-    tid: u64,
     /// Pages written into the shadow (a rollback copies them back).
     touched: BTreeSet<Pgno>,
     /// Pages spilled before commit (they belong to the GPL).
@@ -622,18 +622,6 @@ struct Txn {
     vu_done: bool,
     /// The first rename was attempted: the names may be mid-exchange.
     exchanging: bool,
-}
-
-impl Txn {
-    fn new(tid: u64) -> Txn {
-        Txn {
-            tid,
-            touched: BTreeSet::new(),
-            spilled: BTreeSet::new(),
-            vu_done: false,
-            exchanging: false,
-        }
-    }
 }
 
 struct State {
@@ -973,8 +961,7 @@ impl Journal for DashJournal {
     fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         let mut st = self.st.lock();
         let shadow = self.ensure_shadow(&mut st, db)?;
-        let mut txn = st.txn.take().unwrap_or_else(|| Txn::new(set.tid));
-        txn.tid = set.tid;
+        let mut txn = st.txn.take().unwrap_or_default();
         let r = self.spill_inner(&mut st, &mut txn, &shadow, set, db.page_size);
         st.txn = Some(txn);
         r
@@ -983,11 +970,10 @@ impl Journal for DashJournal {
     fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         let mut st = self.st.lock();
         let shadow = self.ensure_shadow(&mut st, db)?;
-        // A transaction whose only spill failed is not rolled back through
-        // the journal; its stray pages carry over (same TID) and are
-        // restored by this aggregate.
-        let mut txn = st.txn.take().unwrap_or_else(|| Txn::new(set.tid));
-        txn.tid = set.tid;
+        // Carries the spills of this transaction. (Should a failed
+        // transaction ever not be rolled back through the journal, its
+        // stray pages carry over and this aggregate restores them.)
+        let mut txn = st.txn.take().unwrap_or_default();
         let r = self.commit_inner(&mut st, &mut txn, &shadow, db, set);
         if r.is_err() {
             // A failed write may have left a partial page in either file;
