@@ -523,8 +523,8 @@ impl Journal for DhlJournal {
         // recovery would then count short. So page 1 first records the
         // committed FCC as verified, as recovery does.
         let ps = db.page_size;
-        if let Some(mut h) = st.restore_page1.take().or(st.committed) {
-            // The session stays marked: later writes need the flag clear.
+        let committed = st.restore_page1.take().or(st.committed);
+        if let Some(mut h) = committed {
             h.clean_close = false;
             db.write_page(1, &self.page1(ps, &h, Tail::default()))?;
             self.sync(db)?;
@@ -553,6 +553,12 @@ impl Journal for DhlJournal {
 
     fn close(&self, _db: &DbFile) -> Result<()> {
         Ok(())
+    }
+
+    fn session_dirty(&self) -> bool {
+        // Page 1 says "not clean" (a spill that was rolled back marked it,
+        // and its pages may have taken the free-list trunks).
+        self.st.lock().session_marked
     }
 }
 

@@ -465,6 +465,13 @@ pub trait Journal: Send + Sync {
         Ok(())
     }
 
+    /// The file no longer looks cleanly closed although no commit of this
+    /// session says so (a rolled-back spill cleared the flag in page 1):
+    /// [`crate::Db::close`] must still commit its header-only transaction.
+    fn session_dirty(&self) -> bool {
+        false
+    }
+
     /// Copy logged pages into the database file (WAL); a no-op elsewhere.
     fn checkpoint(
         &self,

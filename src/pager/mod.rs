@@ -780,7 +780,7 @@ impl Pager {
     pub fn close(&self) -> Result<()> {
         self.check_poison()?;
         let h = self.header();
-        if !h.clean_close {
+        if !h.clean_close || self.journal.session_dirty() {
             self.locks.begin_write(self.cfg.busy_timeout)?;
             let r = self.begin_write().and_then(|st| {
                 let mut wp = WritePages { pager: self, st };
