@@ -622,6 +622,11 @@ impl Pager {
         }
         sh.cache.truncate(st.header.page_count);
         sh.header = st.header;
+        drop(sh);
+        // Readers that start from now on see this commit, so the oldest
+        // snapshot is final. The commit is durable: a failed maintenance
+        // step is the mode's to retry, not the transaction's error.
+        let _ = self.journal.after_commit(&self.db, self.oldest_snapshot());
         Ok(())
     }
 
