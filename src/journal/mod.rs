@@ -472,6 +472,14 @@ pub trait Journal: Send + Sync {
         false
     }
 
+    /// Maintenance after a commit is installed (readers starting now see
+    /// it; `oldest_snapshot` is the oldest open reader's FCC): WAL's
+    /// automatic checkpoint. Errors do not undo the commit.
+    fn after_commit(&self, db: &DbFile, oldest_snapshot: u64) -> Result<()> {
+        let _ = (db, oldest_snapshot);
+        Ok(())
+    }
+
     /// Copy logged pages into the database file (WAL); a no-op elsewhere.
     fn checkpoint(
         &self,

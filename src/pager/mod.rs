@@ -761,6 +761,11 @@ impl Pager {
         if let Some(free) = &st.free {
             sh.free = Some(free.clone());
         }
+        drop(sh);
+        // Readers that start from now on see this commit, so the oldest
+        // snapshot is final. The commit is durable: a failed maintenance
+        // step is the mode's to retry, not the transaction's error.
+        let _ = self.journal.after_commit(&self.db, self.oldest_snapshot());
         Ok(())
     }
 

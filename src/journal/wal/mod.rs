@@ -255,6 +255,7 @@ struct Counters {
     restarts: u64,
     restarts_blocked: u64,
     prealloc_grows: u64,
+    checkpoint_errors: u64,
 }
 
 /// The `wal` journal mode.
@@ -378,25 +379,21 @@ impl WalJournal {
         Ok(())
     }
 
-    /// Is an automatic checkpoint due before appending `frames` frames?
-    fn checkpoint_due(&self, w: &Writer, frames: u64) -> bool {
+    /// Is an automatic checkpoint due after a commit? The log holds
+    /// `wal_autocheckpoint` frames (delayed: that many not yet copied).
+    fn checkpoint_due(&self, w: &Writer) -> bool {
         let n = self.opts.autocheckpoint as u64;
-        if n == 0 || w.mx == 0 {
-            return false;
-        }
-        let full = self.opts.preallocate && w.next + frames > n;
         let size = if self.opts.delayed_checkpoint {
             w.mx - w.backfill
         } else {
             w.mx
         };
-        full || size >= n
+        n > 0 && w.mx > 0 && size >= n
     }
 
-    /// Before the first frame of a transaction: automatic checkpoint and
-    /// restart (DASH Table 2's latency spikes come from here, as in SQLite,
-    /// where the checkpoint runs before the next transaction's write),
-    /// then the log header.
+    /// Before the first frame of a transaction: a pre-allocated log that
+    /// cannot take the frames is checkpointed first; the plain variant
+    /// restarts the log if it can; then the log header.
     fn begin_append(
         &self,
         w: &mut Writer,
@@ -406,7 +403,8 @@ impl WalJournal {
         oldest: u64,
     ) -> Result<()> {
         if !w.in_txn {
-            if self.checkpoint_due(w, frames) {
+            let n = self.opts.autocheckpoint as u64;
+            if self.opts.preallocate && w.mx > 0 && w.next + frames > n {
                 self.run_checkpoint(w, db, CheckpointMode::Passive, oldest, false)?;
             }
             if !self.opts.delayed_checkpoint {
@@ -1017,6 +1015,24 @@ impl Journal for WalJournal {
         Ok(())
     }
 
+    fn after_commit(&self, db: &DbFile, oldest_snapshot: u64) -> Result<()> {
+        // The automatic checkpoint, on the commit that filled the log (as
+        // SQLite's WAL hook does; DASH Table 2's latency spikes). It must
+        // not run inside `commit`: a reader starting before the pager
+        // installs the commit would get the previous snapshot, which the
+        // copy could overwrite in the database file.
+        let mut w = self.w.lock();
+        if self.checkpoint_due(&w) {
+            if let Err(e) =
+                self.run_checkpoint(&mut w, db, CheckpointMode::Passive, oldest_snapshot, false)
+            {
+                self.counters.lock().checkpoint_errors += 1;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     fn checkpoint(
         &self,
         db: &DbFile,
@@ -1048,6 +1064,7 @@ impl Journal for WalJournal {
             ("restarts", c.restarts),
             ("restarts_blocked_by_readers", c.restarts_blocked),
             ("prealloc_grows", c.prealloc_grows),
+            ("checkpoint_errors", c.checkpoint_errors),
         ]
     }
 }
