@@ -131,6 +131,9 @@ pub struct ReportArgs {
     /// Draw throughput and I/O per transaction (.svg or .png).
     #[arg(long, value_name = "FILE")]
     pub chart: Option<PathBuf>,
+    /// Write the tables as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
     /// TrueType font for the chart (default: DejaVu Sans from
     /// fonts-dejavu-core, or $TWINPAGE_FONT).
     #[arg(long, value_name = "TTF")]
@@ -628,7 +631,31 @@ pub fn run_matrix(
     Ok(out)
 }
 
-fn print_header(title: &str, env: &Env, specs: &[EngineSpec], extra: &[(String, String)]) {
+/// Load average and I/O pressure of the host: other work on the machine
+/// disturbs the timings (not the counts), so every report shows it.
+pub fn host_load() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into());
+    let psi = std::fs::read_to_string("/proc/pressure/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().find(|f| f.starts_with("avg60=")))
+                .map(|f| format!(", I/O pressure (some) {}%", &f[6..]))
+        })
+        .unwrap_or_default();
+    format!(
+        "load average {load} on {} CPUs{psi}",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    )
+}
+
+fn print_header(title: &str, env: &mut Env, extra: &[(String, String)]) {
+    env.notes.push(("host load, start".into(), host_load()));
     println!("{title}");
     for (k, v) in extra.iter().chain(env.notes.iter()) {
         println!("  {k:<16} {v}");
@@ -651,20 +678,28 @@ fn print_header(title: &str, env: &Env, specs: &[EngineSpec], extra: &[(String, 
             "bundled SQLite built without HAVE_FDATASYNC: xSync = fsync()"
         }
     );
-    let _ = specs;
 }
 
 fn finish(
     summaries: &[report::Summary],
-    env: &Env,
+    env: &mut Env,
     rep: &ReportArgs,
     settings: serde_json::Value,
 ) -> Result<(), BenchError> {
+    let end = host_load();
+    env.notes.push(("host load, end".into(), end.clone()));
     report::print_tables(summaries, &rep.baseline);
     report::print_settings(summaries);
+    println!();
+    println!("host load at the end: {end}");
     if let Some(path) = &rep.json {
         report::write_json(path, summaries, &rep.baseline, settings, &env.notes)?;
         println!("JSON written to {}", path.display());
+    }
+    if let Some(path) = &rep.markdown {
+        std::fs::write(path, report::markdown(summaries, &rep.baseline, &env.notes))
+            .map_err(|e| BenchError::Io(format!("write {}", path.display()), e))?;
+        println!("Markdown written to {}", path.display());
     }
     if let Some(path) = &rep.chart {
         report::chart(path, summaries, rep.font.as_deref())?;
@@ -676,7 +711,7 @@ fn finish(
 /// The default suite.
 pub fn run_suite(a: &SuiteArgs) -> Result<(), BenchError> {
     let specs = engine_specs(&a.engines)?;
-    let env = Env::new(&a.env)?;
+    let mut env = Env::new(&a.env)?;
     let mut workloads = Vec::new();
     for op in [Operation::Insert, Operation::Update, Operation::Delete] {
         let spec = WorkloadSpec {
@@ -696,14 +731,14 @@ pub fn run_suite(a: &SuiteArgs) -> Result<(), BenchError> {
             a.txns, a.prefill, a.record_size, a.seed, a.repeat.max(1)
         ),
     )];
-    print_header("twinpage bench: default suite", &env, &specs, &desc);
+    print_header("twinpage bench: default suite", &mut env, &desc);
     let summaries = run_matrix(&env, &specs, &workloads, a.repeat)?;
     let settings = serde_json::json!({
         "suite": "default",
         "workloads": workloads.iter().map(|w| &w.spec).collect::<Vec<_>>(),
         "repeat": a.repeat.max(1),
     });
-    finish(&summaries, &env, &a.report, settings)
+    finish(&summaries, &mut env, &a.report, settings)
 }
 
 /// `twinpage bench mobibench`.
@@ -723,7 +758,7 @@ pub fn run_mobibench(a: &MobibenchArgs) -> Result<(), BenchError> {
         seed: a.seed,
     };
     let w = Workload::generate(&spec)?;
-    let env = Env::new(&a.env)?;
+    let mut env = Env::new(&a.env)?;
     let desc = vec![(
         "workload".to_string(),
         format!(
@@ -736,14 +771,14 @@ pub fn run_mobibench(a: &MobibenchArgs) -> Result<(), BenchError> {
             a.tables, a.threads, a.seed, a.repeat.max(1)
         ),
     )];
-    print_header("twinpage bench mobibench", &env, &specs, &desc);
+    print_header("twinpage bench mobibench", &mut env, &desc);
     let summaries = run_matrix(&env, &specs, std::slice::from_ref(&w), a.repeat)?;
     let settings = serde_json::json!({
         "suite": "mobibench",
         "workloads": [&w.spec],
         "repeat": a.repeat.max(1),
     });
-    finish(&summaries, &env, &a.report, settings)
+    finish(&summaries, &mut env, &a.report, settings)
 }
 
 #[cfg(test)]

@@ -338,6 +338,9 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
     // and re-reading it from disk would be billed to recovery; lock it in.
     // SAFETY: mlockall has no memory-safety preconditions.
     let locked = modes.contains(&true) && unsafe { libc::mlockall(libc::MCL_CURRENT) } == 0;
+    let mut env = env;
+    env.notes
+        .push(("host load, start".into(), super::host_load()));
     println!("twinpage bench recovery");
     for (k, v) in &env.notes {
         println!("  {k:<16} {v}");
@@ -438,6 +441,10 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
     }
     pb.finish_and_clear();
     print_table(&results);
+    let end = super::host_load();
+    println!();
+    println!("host load at the end: {end}");
+    env.notes.push(("host load, end".into(), end));
     if let Some(path) = &a.json {
         let runs: Vec<_> = results
             .iter()

@@ -307,6 +307,55 @@ pub fn print_tables(s: &[Summary], baseline: &str) {
     }
 }
 
+/// The tables as Markdown (for the README), one per workload.
+pub fn markdown(s: &[Summary], baseline: &str, notes: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (k, v) in notes {
+        out += &format!("- {k}: {v}\n");
+    }
+    let mut workloads: Vec<&str> = Vec::new();
+    for x in s {
+        if !workloads.contains(&x.workload.as_str()) {
+            workloads.push(&x.workload);
+        }
+    }
+    for wl in workloads {
+        let rows: Vec<&Summary> = s.iter().filter(|x| x.workload == wl).collect();
+        let base = rows.iter().find(|x| x.engine == baseline);
+        let (txns, rounds) = rows
+            .first()
+            .map(|r| (r.txns, r.rounds.len()))
+            .unwrap_or((0, 0));
+        out += &format!(
+            "\n**{wl}**, {txns} transactions, {rounds} round(s); ratios to `{baseline}`\n\n"
+        );
+        out += "| engine | txn/s | ratio | p50 µs | p99 µs | writes/txn | KiB/txn | fdatasync/txn | dir syncs/txn | dev reqs/txn | dev KiB/txn | dev KiB ratio |\n";
+        out += "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+        for r in &rows {
+            let b = r.block;
+            out += &format!(
+                "| `{}` | {:.0} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} |\n",
+                r.engine,
+                r.txn_per_sec,
+                ratio(r.txn_per_sec, base.map(|b| b.txn_per_sec)),
+                r.p50_us,
+                r.p99_us,
+                r.per_txn(r.io.write_calls),
+                r.per_txn(r.io.bytes_written) / 1024.0,
+                r.per_txn(r.io.fdatasync + r.io.fsync),
+                r.per_txn(r.io.dir_syncs),
+                opt(b.map(|b| b.write_reqs_per_txn), 2),
+                opt(b.map(|b| b.kib_per_txn), 2),
+                match (b, base.and_then(|x| x.block)) {
+                    (Some(b), Some(bb)) => ratio(b.kib_per_txn, Some(bb.kib_per_txn)),
+                    _ => "-".into(),
+                },
+            );
+        }
+    }
+    out
+}
+
 /// Print each engine's settings once.
 pub fn print_settings(s: &[Summary]) {
     println!();
