@@ -48,39 +48,7 @@ fn run(
     rep
 }
 
-/// Known engine issues, tracked elsewhere: their violations are printed
-/// but do not fail CI; every other configuration must be clean. Remove an
-/// entry once its issue is fixed (the test prints when it no longer
-/// reproduces). See docs/CRASH.md.
-const KNOWN: &[(JournalMode, PersistenceModel, &str)] = &[
-    // Issue 7: a torn rewrite of a page the last commit T wrote (free in
-    // T's state) destroys T's version without leaving a valid T + 1 one;
-    // recovery's count for T falls short and it rolls back the
-    // acknowledged T. `twinpage crashtest --mode dhl-tc --model torn
-    // --seed 2 --cut 29 --draw 2`, `--mode dhl-cc --seed 21` (cut 108 draw 3).
-    (
-        JournalMode::DhlTc,
-        PersistenceModel::Torn,
-        "issue 7, DHL torn rewrite loses the acknowledged commit",
-    ),
-    (
-        JournalMode::DhlCc,
-        PersistenceModel::Torn,
-        "issue 7, DHL torn rewrite loses the acknowledged commit",
-    ),
-];
-
 fn assert_clean(rep: &Report) {
-    if let Some((_, _, why)) = KNOWN
-        .iter()
-        .find(|(m, model, _)| *m == rep.mode && *model == rep.model)
-    {
-        match rep.violations.first() {
-            Some(v) => eprintln!("KNOWN ISSUE ({why}), not failing:\n{v}"),
-            None => eprintln!("known issue ({why}) did not reproduce this time"),
-        }
-        return;
-    }
     assert!(
         rep.violations.is_empty(),
         "{} {} sync={}:\n{}",

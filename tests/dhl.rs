@@ -521,6 +521,61 @@ fn spilled_transactions_roll_back_and_the_tid_is_reused() {
     }
 }
 
+/// Pages a transaction allocates and frees again past the end of the file
+/// are written as zeros without an envelope: a page free in the committed
+/// state carries no version that counts towards the commit (the next
+/// transaction may overwrite it wholesale, and a torn write there must not
+/// make recovery count the commit short; issue 7). A counting commit is
+/// therefore complete without them, and recovery extends a file whose
+/// trailing zero pages were lost (`dhl-tc` syncs them before its mark).
+#[test]
+fn free_pages_past_the_end_carry_no_version_and_may_be_lost() {
+    const PS: usize = 512;
+    for (mode, embed) in VARIANTS {
+        let vfs = MemVfs::new();
+        let o = opts(&vfs, mode, embed, PS);
+        let db = open(Path::new(PATH), o.clone());
+        db.create_table("t").unwrap();
+        db.put("t", b"a", b"1").unwrap();
+        let before = db.stats().page_count;
+        let mut t = db.begin_write().unwrap();
+        t.put("t", b"big", &[9; 5000]).unwrap();
+        t.delete("t", b"big").unwrap();
+        t.put("t", b"b", b"2").unwrap();
+        t.commit().unwrap();
+        let after = db.stats().page_count;
+        assert!(
+            after > before + 2,
+            "{mode} embed={embed}: {before} -> {after}"
+        );
+        let vfs = crash(db, &vfs);
+        let path = Path::new(PATH);
+        let mut bytes = vfs.read_file(path).unwrap();
+        assert_eq!(bytes.len(), after as usize * PS);
+        for p in before + 1..=after {
+            let page = &bytes[(p as usize - 1) * PS..p as usize * PS];
+            assert!(
+                page.iter().all(|&b| b == 0),
+                "{mode} embed={embed}: free page {p} is not zero-filled"
+            );
+            assert!(DhlFormat.scan(p, page).tids.is_empty());
+        }
+        if mode == JournalMode::DhlCc {
+            // Their growth was lost in the crash.
+            bytes.truncate(before as usize * PS);
+            vfs.write_file(path, bytes);
+        }
+        let mut o = o.clone();
+        o.vfs = Some(std::sync::Arc::new(vfs));
+        let db = open(path, o);
+        assert_eq!(db.get("t", b"b").unwrap().as_deref(), Some(&b"2"[..]));
+        assert_eq!(db.get("t", b"big").unwrap(), None);
+        assert_eq!(db.stats().page_count, after);
+        db.check().unwrap();
+        db.close().unwrap();
+    }
+}
+
 /// OFF with metadata embedding finds the last FCC and page count in the
 /// pages after a crash.
 #[test]

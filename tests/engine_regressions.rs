@@ -349,16 +349,20 @@ fn dash_short_write_during_the_aggregate_update_is_restored() {
     }
 }
 
-/// NOT FIXED (reported to the DHL owner): in `dhl-tc` and `dhl-cc`,
-/// transaction T writes a page that is free in T's own state (e.g. a page
-/// allocated and freed in T, written zeroed with a T envelope), and that
-/// version counts towards T's commit record (`txn_size`). T + 1 reuses the
-/// page in place; if that write tears, the T version is gone and the T + 1
-/// version is invalid, so recovery (`DhlJournal::decide`) finds
-/// `count(T) != txn_size` and no trace of T + 1, and rolls back the
-/// acknowledged commit T. Reproducers from `twinpage crashtest --model torn`.
+/// DHL (`dhl-tc`, `dhl-cc`), issue 7: transaction T wrote pages that are
+/// free in T's own state (a page allocated and freed in T, written zeroed
+/// with a T envelope to extend the file; a page T spilled and then freed),
+/// and those versions counted towards T's commit record (`txn_size`).
+/// T + 1 reused such a page wholesale; when that write tore, the T version
+/// was gone and the T + 1 version invalid, so recovery
+/// (`DhlJournal::decide`) found `count(T) != txn_size` and no trace of
+/// T + 1, and rolled back the acknowledged commit T. Fixed: every counted
+/// version lies on a page live in T's state (file-extending fillers are
+/// unsealed zeros, spilled-then-freed pages have their T version
+/// invalidated before the mark), and T + 1 changes live pages only by
+/// byte-preserving in-page shadowing. Reproducers from
+/// `twinpage crashtest --model torn`.
 #[test]
-#[ignore = "known DHL bug: a torn rewrite of a page T wrote rolls back the acknowledged T"]
 fn dhl_torn_reuse_of_a_page_keeps_the_acknowledged_commit() {
     use twinpage::storage::sim::PersistenceModel;
     use twinpage::tools::crash::explore::{explore, ExploreConfig, Target};

@@ -56,8 +56,11 @@ struct State {
     /// Page 1 on storage has the clean-close flag cleared: written at the
     /// first write of the session, or by recovery.
     session_marked: bool,
-    /// TID of the transaction in progress, and W: the pages written (or
-    /// being written) with it, spills included.
+    /// TID of the transaction in progress, and the pages written (or
+    /// being written) with it, spills included. W, the pages the commit
+    /// record counts, is this set minus the pages free in the committed
+    /// state ([`CommitSet::free`]): at commit their versions are
+    /// invalidated, so every counted version lies on a live page.
     tid: u64,
     written: BTreeSet<Pgno>,
     /// The page that carries the embedded commit record of `tid`.
@@ -87,11 +90,19 @@ impl State {
         }
     }
 
-    /// Add a page to W before it is written.
+    /// Add a page to the written set before it is written.
     fn note(&mut self, pgno: Pgno) {
         if !self.written.insert(pgno) {
             self.rewritten = true;
         }
+    }
+
+    /// |W|: the pages written with `tid` that are live in the state it
+    /// commits (`free` is sorted).
+    fn counted(&self, extra: impl Iterator<Item = Pgno>, free: &[Pgno]) -> usize {
+        let mut w = self.written.clone();
+        w.extend(extra);
+        w.iter().filter(|p| free.binary_search(p).is_err()).count()
     }
 }
 
@@ -212,7 +223,10 @@ impl DhlJournal {
     }
 
     /// Decide the last committed transaction from a scan. Returns (FCC,
-    /// page count).
+    /// page count). The page count may exceed the file only when the FCC
+    /// was proven here by counting its pages: the zero-filled free pages
+    /// that extended the file are not counted and may be lost, and the
+    /// caller extends the file over them.
     fn decide(
         &self,
         h: &Header,
@@ -226,20 +240,27 @@ impl DhlJournal {
         // embedding) is committed if a later TID exists (T+1 started only
         // after T's sync) or if all T's pages are there.
         let (mut fcc, mut pc) = (h.fcc, h.page_count);
+        let mut counted = false;
         if let Some((size, prev_pages)) = tail.pending {
-            if top <= h.fcc && count(h.fcc) != size as u64 {
-                fcc = h.fcc.saturating_sub(1);
-                pc = prev_pages;
+            if top <= h.fcc {
+                if count(h.fcc) == size as u64 {
+                    counted = true;
+                } else {
+                    fcc = h.fcc.saturating_sub(1);
+                    pc = prev_pages;
+                }
             }
         }
         // Then embedded commit records above it: every TID below the top
         // one is committed (its successor only started after its sync);
         // the top one if its record is there and all its pages are.
         if top > fcc {
+            counted = false;
             match scan.records.get(&top) {
                 Some(r) if count(top) == r.txn_size as u64 => {
                     fcc = top;
                     pc = r.page_count;
+                    counted = true;
                 }
                 _ => {
                     let prev = top - 1;
@@ -263,7 +284,7 @@ impl DhlJournal {
         if self.sync == Synchronous::Off {
             pc = pc.min(file_pages);
         }
-        if pc < 2 || pc > file_pages {
+        if pc < 2 || (pc > file_pages && !counted) {
             return Err(Error::corrupt(
                 "database",
                 0,
@@ -350,6 +371,18 @@ impl Journal for DhlJournal {
             pg += k;
         }
         let (fcc, pc) = self.decide(&h, tail, &scan, file_pages)?;
+        let want = pc as u64 * ps as u64;
+        // A file shorter than the decided page count (only after a count
+        // proved the FCC): the pages past its end are free in the decided
+        // state (every page it uses was counted or is older), zero-filled
+        // pages whose growth was lost. Extend it before page 1 names the
+        // decision as verified (the fdatasync below makes the extension
+        // durable first), so a rerun never finds page 1 naming a page count
+        // the file does not cover.
+        let extended = len < want;
+        if extended {
+            file.set_len(want)?;
+        }
         // Record the decision first: a crash below leaves page 1 naming
         // it, and the rerun reaches the same one (it only ever finds fewer
         // versions above it).
@@ -374,9 +407,9 @@ impl Journal for DhlJournal {
                 invalidated += 1;
             }
         }
-        let truncated = len > pc as u64 * ps as u64;
+        let truncated = len > want;
         if truncated {
-            file.set_len(pc as u64 * ps as u64)?;
+            file.set_len(want)?;
         }
         if self.sync != Synchronous::Off {
             file.sync_data()?;
@@ -384,7 +417,7 @@ impl Journal for DhlJournal {
         self.st.lock().session_marked = true;
         let rolled_back = scan.top > fcc;
         Ok(Recovery {
-            recovered: invalidated > 0 || truncated || rolled_back,
+            recovered: invalidated > 0 || truncated || extended || rolled_back,
             pages: invalidated,
             detail: format!(
                 "scanned {} pages in {:.1} ms: FCC {fcc} (page 1 said {}), {} page count {pc}, \
@@ -397,7 +430,13 @@ impl Journal for DhlJournal {
                 } else {
                     "nothing to roll back,".to_string()
                 },
-                if truncated { ", file truncated" } else { "" }
+                if truncated {
+                    ", file truncated"
+                } else if extended {
+                    ", file extended"
+                } else {
+                    ""
+                }
             ),
         })
     }
@@ -421,21 +460,25 @@ impl Journal for DhlJournal {
         prev_header: &Header,
         header: &Header,
         pages: &mut [PageImage],
+        free: &[Pgno],
     ) -> Result<()> {
         if !self.embed || header_must_be_written(prev_header, header, true) {
             return Ok(());
         }
         let mut st = self.st.lock();
         st.begin(tid);
-        let mut w = st.written.clone();
-        w.extend(pages.iter().map(|p| p.pgno).filter(|&p| p != 1));
+        let size = st.counted(pages.iter().map(|p| p.pgno).filter(|&p| p != 1), free);
         let rec = CommitRecord {
             tid,
-            txn_size: w.len() as u32,
+            txn_size: size as u32,
             page_count: header.page_count,
         };
-        // The last tree page of the transaction carries the record.
-        for img in pages.iter_mut().rev().filter(|p| p.pgno != 1) {
+        // The last live tree page of the transaction carries the record.
+        for img in pages
+            .iter_mut()
+            .rev()
+            .filter(|p| p.pgno != 1 && free.binary_search(&p.pgno).is_err())
+        {
             let mut data = img.data.to_vec();
             if self.format.embed_commit(img.pgno, &mut data, rec)? {
                 img.data = Arc::from(data);
@@ -451,10 +494,40 @@ impl Journal for DhlJournal {
         self.mark_session(&mut st, db, set.prev_header)?;
         st.begin(set.tid);
         st.committed = Some(*set.prev_header);
+        let free = set.free;
+        let is_free = |p: Pgno| free.binary_search(&p).is_ok();
+        // Pages T spilled and then freed hold T versions on pages that are
+        // free in T's state. T + 1 may reuse such a page wholesale, and a
+        // torn write there would leave neither T's version nor a valid
+        // T + 1 one: recovery would count T short and roll back an
+        // acknowledged commit. So their T versions are invalidated before
+        // the mark, and W counts live pages only. The invalidation is a
+        // second write of the page in T: the commit is ordered, as for
+        // any rewritten page.
+        let doomed: Vec<Pgno> = st.written.iter().copied().filter(|&p| is_free(p)).collect();
         let body: Vec<&PageImage> = set.pages.iter().filter(|p| p.pgno != 1).collect();
+        let mut fillers = 0;
         for p in &body {
-            st.note(p.pgno);
+            // Zero-filled pages that extend the file carry no version and
+            // lie beyond the original end (a rollback truncates them).
+            if is_free(p.pgno) {
+                fillers += 1;
+            } else {
+                st.note(p.pgno);
+            }
         }
+        if !doomed.is_empty() {
+            st.rewritten = true;
+            let tid = set.tid;
+            let mut page = vec![0u8; db.page_size];
+            for &pgno in &doomed {
+                db.read_page(pgno, &mut page)?;
+                if self.format.invalidate(&mut page, pgno, |t| t == tid) > 0 {
+                    db.write_page(pgno, &page)?;
+                }
+            }
+        }
+        let size = st.counted(std::iter::empty(), free);
         let ordered = self.protocol == CommitProtocol::Traditional || st.rewritten;
         let header_mark = header_must_be_written(set.prev_header, set.header, true);
         let commit_page = match st.commit_page {
@@ -468,9 +541,10 @@ impl Journal for DhlJournal {
                     for p in body.iter().filter(|p| p.pgno != cp) {
                         db.write_page(p.pgno, &p.data)?;
                     }
-                    // Order the other pages (and earlier spills) before the
-                    // mark; a one-page transaction has nothing to order.
-                    if st.written.len() > 1 {
+                    // Order the other pages (and earlier spills and
+                    // invalidations) before the mark; a one-page
+                    // transaction has nothing to order.
+                    if st.written.len() + fillers > 1 {
                         self.sync(db)?;
                     }
                     let last = body.iter().find(|p| p.pgno == cp).expect("commit page");
@@ -490,10 +564,10 @@ impl Journal for DhlJournal {
                 let counting = !ordered && !header_mark;
                 let tail = if counting {
                     Tail {
-                        pending: Some((st.written.len() as u32, set.orig_page_count)),
+                        pending: Some((size as u32, set.orig_page_count)),
                     }
                 } else {
-                    if !st.written.is_empty() {
+                    if !st.written.is_empty() || fillers > 0 {
                         self.sync(db)?;
                     }
                     Tail::default()

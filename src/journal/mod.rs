@@ -330,6 +330,13 @@ pub struct CommitSet<'a> {
     /// Snapshot (FCC) of the oldest open read transaction; `u64::MAX` if
     /// none. A WAL checkpoint must not copy frames newer than this.
     pub oldest_snapshot: u64,
+    /// Sorted pages that are free in the state this transaction commits
+    /// although the transaction may have written them (empty on a spill):
+    /// pages it freed (a spill may have written them first) and the
+    /// zero-filled pages in `pages` that extend the file over pages it
+    /// allocated and freed again. They are not part of the committed state;
+    /// a mode that counts a transaction's pages (DHL) must not count them.
+    pub free: &'a [Pgno],
 }
 
 /// Checkpoint flavours (SQLite's names).
@@ -452,16 +459,18 @@ pub trait Journal: Send + Sync {
 
     /// Adjust the encoded pages of a commit before they are handed to
     /// [`Journal::commit`] and installed in the cache (so the cache holds
-    /// exactly what is written). `pages` is sorted and starts with page 1.
-    /// Metadata embedding puts the commit record into one of them.
+    /// exactly what is written). `pages` is sorted and starts with page 1;
+    /// `free` is [`CommitSet::free`]. Metadata embedding puts the commit
+    /// record into one of them.
     fn prepare_commit(
         &self,
         tid: u64,
         prev_header: &Header,
         header: &Header,
         pages: &mut [PageImage],
+        free: &[Pgno],
     ) -> Result<()> {
-        let _ = (tid, prev_header, header, pages);
+        let _ = (tid, prev_header, header, pages, free);
         Ok(())
     }
 

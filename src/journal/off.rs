@@ -183,6 +183,7 @@ impl Journal for OffJournal {
         prev_header: &Header,
         header: &Header,
         pages: &mut [PageImage],
+        _free: &[Pgno],
     ) -> Result<()> {
         if !self.embed || header_must_be_written(prev_header, header, false) {
             return Ok(());

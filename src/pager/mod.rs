@@ -695,6 +695,7 @@ impl Pager {
             prev_header: &st.orig_header,
             header: &st.header,
             oldest_snapshot: self.oldest_snapshot(),
+            free: &[],
         };
         self.journal.spill(&self.db, &set)?;
         for p in pgnos {
@@ -711,7 +712,26 @@ impl Pager {
         let _g = self.commit_lock.lock();
         let tid = st.header.fcc;
         let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().filter(|&p| p != 1).collect();
+        // Pages allocated and freed again by this transaction and never
+        // written: the file must still cover the page count, so they are
+        // written, zero-filled and unsealed (a free page, no transaction's
+        // version).
+        let fillers: Vec<Pgno> = (st.orig_header.page_count + 1..=st.header.page_count)
+            .filter(|p| !st.dirty.contains_key(p) && !st.spilled.contains(p))
+            .collect();
+        pgnos.extend(&fillers);
         pgnos.sort_unstable();
+        // Free in the committed state although this transaction may have
+        // written them (spilled, then freed; fillers).
+        let mut free: Vec<Pgno> = st
+            .freed
+            .iter()
+            .copied()
+            .filter(|p| !st.dirty.contains_key(p))
+            .chain(fillers.iter().copied())
+            .collect();
+        free.sort_unstable();
+        free.dedup();
         let mut pages = Vec::with_capacity(pgnos.len() + 1);
         let mut p1 = self.committed_raw(1, None)?.to_vec();
         st.header.write_to(&mut p1);
@@ -719,12 +739,16 @@ impl Pager {
             pgno: 1,
             data: Arc::from(p1),
         });
+        let zeros: Arc<[u8]> = Arc::from(vec![0u8; self.db.page_size]);
         for &p in &pgnos {
-            let data = self.encode_dirty(st, p, &st.dirty[&p], tid)?;
+            let data = match st.dirty.get(&p) {
+                Some(d) => self.encode_dirty(st, p, d, tid)?,
+                None => zeros.clone(),
+            };
             pages.push(PageImage { pgno: p, data });
         }
         self.journal
-            .prepare_commit(tid, &st.orig_header, &st.header, &mut pages)?;
+            .prepare_commit(tid, &st.orig_header, &st.header, &mut pages, &free)?;
         let src = Originals { pager: self };
         let set = CommitSet {
             tid,
@@ -735,6 +759,7 @@ impl Pager {
             prev_header: &st.orig_header,
             header: &st.header,
             oldest_snapshot: self.oldest_snapshot(),
+            free: &free,
         };
         self.journal.commit(&self.db, &set)?;
         let mut sh = self.shared.lock();
@@ -1017,23 +1042,15 @@ impl WritePages<'_> {
     /// as far as possible.
     pub fn commit(mut self) -> Result<()> {
         self.pager.check_poison()?;
-        let freed = std::mem::take(&mut self.st.freed);
+        // `st.freed` stays: the commit tells the journal which pages are
+        // free in the state it commits.
+        let freed = self.st.freed.clone();
         if let Err(e) = freelist::release(&mut self, &freed) {
             // Releasing may itself spill; undo whatever reached the file.
             if self.st.exclusive {
                 self.pager.undo_storage(&self.st);
             }
             return Err(e);
-        }
-        // Pages allocated and freed again by this transaction were never
-        // written; write them (zeroed) so the file covers the page count.
-        let ps = self.pager.db.page_size;
-        for p in self.st.orig_header.page_count + 1..=self.st.header.page_count {
-            if !self.st.dirty.contains_key(&p) && !self.st.spilled.contains(&p) {
-                self.st
-                    .dirty
-                    .insert(p, Dirty::Raw(Arc::from(vec![0u8; ps])));
-            }
         }
         let st = &mut self.st;
         st.header.fcc += 1;
