@@ -202,6 +202,14 @@ fn ratio(v: f64, base: Option<f64>) -> String {
     }
 }
 
+/// Device KiB per transaction relative to the baseline's ("-" without both).
+fn kib_ratio(b: Option<BlockFigures>, base: Option<BlockFigures>) -> String {
+    match (b, base) {
+        (Some(b), Some(bb)) => ratio(b.kib_per_txn, Some(bb.kib_per_txn)),
+        _ => "-".into(),
+    }
+}
+
 fn opt(v: Option<f64>, prec: usize) -> String {
     match v {
         Some(x) => format!("{x:.prec$}"),
@@ -294,10 +302,7 @@ pub fn print_tables(s: &[Summary], baseline: &str) {
                 r.per_txn(r.io.dir_syncs),
                 opt(b.map(|b| b.write_reqs_per_txn), 2),
                 opt(b.map(|b| b.kib_per_txn), 2),
-                match (b, base.and_then(|x| x.block)) {
-                    (Some(b), Some(bb)) => ratio(b.kib_per_txn, Some(bb.kib_per_txn)),
-                    _ => "-".into(),
-                },
+                kib_ratio(b, base.and_then(|x| x.block)),
                 opt(b.map(|b| b.flushes_per_txn), 2),
                 r.db_bytes as f64 / 1024.0,
                 r.aux_bytes as f64 / 1024.0,
@@ -346,10 +351,7 @@ pub fn markdown(s: &[Summary], baseline: &str, notes: &[(String, String)]) -> St
                 r.per_txn(r.io.dir_syncs),
                 opt(b.map(|b| b.write_reqs_per_txn), 2),
                 opt(b.map(|b| b.kib_per_txn), 2),
-                match (b, base.and_then(|x| x.block)) {
-                    (Some(b), Some(bb)) => ratio(b.kib_per_txn, Some(bb.kib_per_txn)),
-                    _ => "-".into(),
-                },
+                kib_ratio(b, base.and_then(|x| x.block)),
             );
         }
     }
