@@ -30,6 +30,7 @@ use crate::node::{DhlFormat, NodeFormat};
 use crate::pager::{DbFile, Header, HEADER_LEN};
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// How a DHL transaction commits.
@@ -49,6 +50,13 @@ pub struct DhlJournal {
     embed: bool,
     format: DhlFormat,
     st: Mutex<State>,
+    /// An fdatasync failed this session. After a failed fsync Linux may
+    /// drop the dirty pages it covered while later syncs succeed, so
+    /// neither memory nor a rollback that rewrites pages can know what
+    /// storage holds: the handle refuses further work and the next open's
+    /// recovery scan decides from storage alone (as PostgreSQL does after
+    /// a failed fsync).
+    sync_failed: AtomicBool,
 }
 
 #[derive(Default)]
@@ -182,12 +190,26 @@ impl DhlJournal {
             embed,
             format: DhlFormat,
             st: Mutex::default(),
+            sync_failed: AtomicBool::new(false),
         }
     }
 
     fn sync(&self, db: &DbFile) -> Result<()> {
         if self.sync != Synchronous::Off {
-            db.file().sync_data()?;
+            if let Err(e) = db.file().sync_data() {
+                self.sync_failed.store(true, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse to touch storage after a failed sync (see `sync_failed`).
+    fn check_sync_failed(&self) -> Result<()> {
+        if self.sync_failed.load(Ordering::SeqCst) {
+            return Err(Error::Aborted(
+                "an fdatasync of the database failed; reopen the database to recover".into(),
+            ));
         }
         Ok(())
     }
@@ -442,6 +464,7 @@ impl Journal for DhlJournal {
     }
 
     fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        self.check_sync_failed()?;
         let mut st = self.st.lock();
         self.mark_session(&mut st, db, set.prev_header)?;
         st.begin(set.tid);
@@ -490,6 +513,7 @@ impl Journal for DhlJournal {
     }
 
     fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        self.check_sync_failed()?;
         let mut st = self.st.lock();
         self.mark_session(&mut st, db, set.prev_header)?;
         st.begin(set.tid);
@@ -589,6 +613,7 @@ impl Journal for DhlJournal {
         if st.written.is_empty() && st.restore_page1.is_none() {
             return Ok(());
         }
+        self.check_sync_failed()?;
         // The aborted TID is reused by the next transaction: every version
         // it left on storage must become invalid first. But those versions
         // are also the evidence that the previous transaction completed
