@@ -3,7 +3,7 @@
 use super::super::workload::{Action, Op, Txn, Workload};
 use super::super::BenchError;
 use super::{vfs, Engine, TxnError, Worker, DB_FILE};
-use crate::keys::encode_i64;
+use crate::keys::encode_i64_compact;
 use crate::storage::{FileLock, IoSnapshot, OpenFlags, OsVfs, Vfs, VfsFile};
 use crate::{Db, Direction, Error, Options};
 use std::path::Path;
@@ -73,7 +73,7 @@ impl Engine for TwinpageEngine {
         for op in &w.prefill {
             t.put(
                 &w.tables[op.table as usize],
-                &encode_i64(op.key),
+                &encode_i64_compact(op.key),
                 &op.payload,
             )?;
         }
@@ -127,7 +127,7 @@ impl Worker for TwinpageWorker<'_> {
     fn run(&mut self, txn: &Txn) -> Result<(), TxnError> {
         if let [op] = txn.ops.as_slice() {
             // Auto-commit, as Mobibench runs a single statement.
-            let k = encode_i64(op.key);
+            let k = encode_i64_compact(op.key);
             let t = self.table(op);
             match op.action {
                 Action::Insert | Action::Update => self.db.put(t, &k, &op.payload).map_err(busy)?,
@@ -147,7 +147,7 @@ impl Worker for TwinpageWorker<'_> {
         if !txn.writes() {
             let r = self.db.begin_read().map_err(busy)?;
             for op in &txn.ops {
-                if r.get(self.table(op), &encode_i64(op.key))
+                if r.get(self.table(op), &encode_i64_compact(op.key))
                     .map_err(busy)?
                     .is_none()
                 {
@@ -159,7 +159,7 @@ impl Worker for TwinpageWorker<'_> {
         // Dropping the transaction on an error rolls it back.
         let mut t = self.db.begin_write().map_err(busy)?;
         for op in &txn.ops {
-            let k = encode_i64(op.key);
+            let k = encode_i64_compact(op.key);
             let table = self.table(op);
             match op.action {
                 Action::Insert | Action::Update => t.put(table, &k, &op.payload).map_err(busy)?,
@@ -288,7 +288,7 @@ pub(crate) fn run_crash_child(
     let table = super::super::workload::table_name(0);
     let mut t = db.begin_write()?;
     for op in rows {
-        t.put(&table, &encode_i64(op.key), &op.payload)?;
+        t.put(&table, &encode_i64_compact(op.key), &op.payload)?;
     }
     armed.store(true, Relaxed);
     t.commit()?;
@@ -307,7 +307,7 @@ pub(crate) fn open_recovered(
     let table = super::super::workload::table_name(0);
     let start = std::time::Instant::now();
     let db = Db::open(db_path, opts)?;
-    let found = db.get(&table, &encode_i64(probe))?;
+    let found = db.get(&table, &encode_i64_compact(probe))?;
     let elapsed = start.elapsed();
     let io = db.io_counters();
     if found.is_none() {
