@@ -389,7 +389,10 @@ fn run(mode: JournalMode, embed: bool, reorder: bool) -> usize {
             }
             if !reorder {
                 // The recovered database accepts a commit and closes.
-                let db = open(Path::new(PATH), opts(Arc::new(copy(&after)), mode, embed));
+                let db = open(
+                    Path::new(PATH),
+                    opts(Arc::new(after.duplicate()), mode, embed),
+                );
                 db.put("t", b"after", b"crash").unwrap();
                 db.check().unwrap();
                 db.close().unwrap();
@@ -397,10 +400,6 @@ fn run(mode: JournalMode, embed: bool, reorder: bool) -> usize {
         }
     }
     checked
-}
-
-fn copy(vfs: &MemVfs) -> MemVfs {
-    to_vfs(&snapshot(vfs))
 }
 
 /// Record the recovery of `img`, cut it after each operation (strict and

@@ -8,122 +8,10 @@
 mod common;
 
 use common::*;
-use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use twinpage::storage::{FileLock, MemVfs, OpenFlags, Vfs, VfsFile};
-use twinpage::{Error, JournalMode, Options, Result, Synchronous};
-
-/// Lets `limit` mutating operations through, then fails every later one:
-/// the state of the inner file system is the crash image.
-#[derive(Clone)]
-struct CutVfs {
-    inner: MemVfs,
-    left: Arc<AtomicUsize>,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl CutVfs {
-    fn new(inner: MemVfs, limit: usize) -> Self {
-        CutVfs {
-            inner,
-            left: Arc::new(AtomicUsize::new(limit)),
-            log: Arc::default(),
-        }
-    }
-
-    fn step(&self, what: String) -> Result<()> {
-        let ok = self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if ok {
-            self.log.lock().push(what);
-            Ok(())
-        } else {
-            Err(Error::io(
-                "power cut",
-                "/",
-                std::io::Error::other("power cut"),
-            ))
-        }
-    }
-}
-
-struct CutFile {
-    inner: Arc<dyn VfsFile>,
-    vfs: CutVfs,
-}
-
-impl Vfs for CutVfs {
-    fn open(&self, path: &Path, flags: OpenFlags) -> Result<Arc<dyn VfsFile>> {
-        if flags.create && !self.inner.exists(path)? {
-            self.step(format!("create {}", path.display()))?;
-        }
-        Ok(Arc::new(CutFile {
-            inner: self.inner.open(path, flags)?,
-            vfs: self.clone(),
-        }))
-    }
-    fn exists(&self, path: &Path) -> Result<bool> {
-        self.inner.exists(path)
-    }
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.step(format!("unlink {}", path.display()))?;
-        self.inner.remove(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.step(format!("rename {}", from.display()))?;
-        self.inner.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.step(format!("syncdir {}", dir.display()))
-    }
-}
-
-impl VfsFile for CutFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.vfs
-            .step(format!("write {} @{offset}", self.path().display()))?;
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> Result<()> {
-        self.vfs
-            .step(format!("fdatasync {}", self.path().display()))
-    }
-    fn sync_all(&self) -> Result<()> {
-        self.vfs.step(format!("fsync {}", self.path().display()))
-    }
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.vfs
-            .step(format!("ftruncate {} {len}", self.path().display()))?;
-        self.inner.set_len(len)
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn try_lock(&self, kind: FileLock) -> Result<bool> {
-        self.inner.try_lock(kind)
-    }
-    fn unlock(&self) -> Result<()> {
-        self.inner.unlock()
-    }
-}
-
-fn copy(vfs: &MemVfs) -> MemVfs {
-    let c = MemVfs::new();
-    for f in vfs.list() {
-        c.write_file(&f, vfs.read_file(&f).unwrap());
-    }
-    c
-}
+use twinpage::storage::{MemVfs, Vfs};
+use twinpage::{JournalMode, Options, Result, Synchronous};
 
 fn opts(vfs: Arc<dyn Vfs>, mode: JournalMode, sync: Synchronous) -> Options {
     Options::default()
@@ -166,11 +54,14 @@ fn base_state(mode: JournalMode, sync: Synchronous) -> MemVfs {
 fn run_mode(mode: JournalMode, sync: Synchronous) -> usize {
     let base = base_state(mode, sync);
     let old = {
-        let db = open(Path::new(PATH), opts(Arc::new(copy(&base)), mode, sync));
+        let db = open(
+            Path::new(PATH),
+            opts(Arc::new(base.duplicate()), mode, sync),
+        );
         dump(&db)
     };
     // A full run tells how many operations the workload issues.
-    let full = CutVfs::new(copy(&base), usize::MAX);
+    let full = CutVfs::new(base.duplicate(), usize::MAX);
     let new = {
         let db = open(Path::new(PATH), opts(Arc::new(full.clone()), mode, sync));
         workload(&db).unwrap();
@@ -179,17 +70,17 @@ fn run_mode(mode: JournalMode, sync: Synchronous) -> usize {
     let total = full.log.lock().len();
     let mut states = 0;
     for cut in 0..total {
-        let fs = copy(&base);
+        let fs = base.duplicate();
         let cutvfs = CutVfs::new(fs.clone(), cut);
         let acked = match twinpage::Db::open(Path::new(PATH), opts(Arc::new(cutvfs), mode, sync)) {
             Ok(db) => workload(&db).is_ok(),
             Err(_) => false,
         };
-        let image = copy(&fs);
+        let image = fs.duplicate();
         // Crash again at every step of recovery, then recover fully.
         let mut rec_cut = 0;
         loop {
-            let attempt = copy(&image);
+            let attempt = image.duplicate();
             let cv = CutVfs::new(attempt.clone(), rec_cut);
             let finished = match twinpage::Db::open(Path::new(PATH), opts(Arc::new(cv), mode, sync))
             {
@@ -211,7 +102,10 @@ fn run_mode(mode: JournalMode, sync: Synchronous) -> usize {
             };
             states += 1;
             // Recover from what that attempt left (a crash during recovery).
-            let db = open(Path::new(PATH), opts(Arc::new(copy(&attempt)), mode, sync));
+            let db = open(
+                Path::new(PATH),
+                opts(Arc::new(attempt.duplicate()), mode, sync),
+            );
             db.check().unwrap();
             let got = dump(&db);
             assert!(

@@ -95,7 +95,7 @@ struct Case {
 /// Recover `image` and check it; `acked`: how many steps returned.
 fn verify(case: &Case, image: &MemVfs, acked: usize) -> std::result::Result<(), String> {
     let Case { mode, sync, .. } = *case;
-    let image = &copy(image);
+    let image = &image.duplicate();
     let db = Db::open(Path::new(PATH), opts(Arc::new(image.clone()), mode, sync))
         .map_err(|e| format!("open failed: {e}"))?;
     db.check().map_err(|e| format!("check failed: {e}"))?;
@@ -188,7 +188,7 @@ fn cuts(case: &Case, base: &MemVfs, steps: &[Step]) -> Vec<(usize, LagFs)> {
 }
 
 fn case(base: &MemVfs, mode: JournalMode, sync: Synchronous, steps: &[Step]) -> Case {
-    let fs = copy(base);
+    let fs = base.duplicate();
     let db = open(Path::new(PATH), opts(Arc::new(fs), mode, sync));
     let mut states = vec![dump(&db)];
     for s in steps {

@@ -10,123 +10,12 @@
 mod common;
 
 use common::*;
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use twinpage::journal::{CheckpointMode, Durability};
-use twinpage::storage::{FileLock, MemVfs, OpenFlags, Vfs, VfsFile};
-use twinpage::{Db, Error, JournalMode, Options, Result, Synchronous};
-
-/// Lets `limit` mutating operations through, then fails every later one.
-#[derive(Clone)]
-struct CutVfs {
-    inner: MemVfs,
-    left: Arc<AtomicUsize>,
-    ops: Arc<Mutex<Vec<String>>>,
-}
-
-impl CutVfs {
-    fn new(inner: MemVfs, limit: usize) -> Self {
-        CutVfs {
-            inner,
-            left: Arc::new(AtomicUsize::new(limit)),
-            ops: Arc::default(),
-        }
-    }
-
-    fn step(&self, what: String) -> Result<()> {
-        let ok = self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if ok {
-            self.ops.lock().push(what);
-            Ok(())
-        } else {
-            Err(Error::io(
-                "power cut",
-                "/",
-                std::io::Error::other("power cut"),
-            ))
-        }
-    }
-}
-
-struct CutFile {
-    inner: Arc<dyn VfsFile>,
-    vfs: CutVfs,
-}
-
-impl Vfs for CutVfs {
-    fn open(&self, path: &Path, flags: OpenFlags) -> Result<Arc<dyn VfsFile>> {
-        if flags.create && !self.inner.exists(path)? {
-            self.step(format!("create {}", path.display()))?;
-        }
-        Ok(Arc::new(CutFile {
-            inner: self.inner.open(path, flags)?,
-            vfs: self.clone(),
-        }))
-    }
-    fn exists(&self, path: &Path) -> Result<bool> {
-        self.inner.exists(path)
-    }
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.step(format!("unlink {}", path.display()))?;
-        self.inner.remove(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.step(format!("rename {}", from.display()))?;
-        self.inner.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.step(format!("syncdir {}", dir.display()))
-    }
-}
-
-impl VfsFile for CutFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.vfs
-            .step(format!("write {} @{offset}", self.path().display()))?;
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> Result<()> {
-        self.vfs
-            .step(format!("fdatasync {}", self.path().display()))
-    }
-    fn sync_all(&self) -> Result<()> {
-        self.vfs.step(format!("fsync {}", self.path().display()))
-    }
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.vfs
-            .step(format!("ftruncate {} {len}", self.path().display()))?;
-        self.inner.set_len(len)
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn try_lock(&self, kind: FileLock) -> Result<bool> {
-        self.inner.try_lock(kind)
-    }
-    fn unlock(&self) -> Result<()> {
-        self.inner.unlock()
-    }
-}
-
-fn copy(vfs: &MemVfs) -> MemVfs {
-    let c = MemVfs::new();
-    for f in vfs.list() {
-        c.write_file(&f, vfs.read_file(&f).unwrap());
-    }
-    c
-}
+use twinpage::storage::{MemVfs, Vfs};
+use twinpage::{Db, JournalMode, Options, Result, Synchronous};
 
 const PATH: &str = "/crash.db";
 
@@ -268,7 +157,7 @@ fn table(rows: &Rows) -> Model {
 fn run(sync: Synchronous, prealloc: bool) -> usize {
     let (base, rows) = base_state(sync, prealloc);
     let mut states = vec![rows.clone()];
-    let full = CutVfs::new(copy(&base), usize::MAX);
+    let full = CutVfs::new(base.duplicate(), usize::MAX);
     {
         let db = open(
             Path::new(PATH),
@@ -278,13 +167,13 @@ fn run(sync: Synchronous, prealloc: bool) -> usize {
         assert_eq!(acked, states.len() - 1, "a full run commits everything");
         assert_matches(&db, &table(states.last().unwrap()));
     }
-    let total = full.ops.lock().len();
-    eprintln!("{total} operations: {:?}", full.ops.lock());
+    let total = full.log.lock().len();
+    eprintln!("{total} operations: {:?}", full.log.lock());
     let durable = JournalMode::Wal.durability(sync) == Durability::Durable;
     let name = format!("wal {sync} preallocate={prealloc}");
     let mut images = 0;
     for cut in 0..total {
-        let fs = copy(&base);
+        let fs = base.duplicate();
         let mut seen = vec![rows.clone()];
         let acked = match Db::open(
             PATH,
@@ -297,10 +186,10 @@ fn run(sync: Synchronous, prealloc: bool) -> usize {
             }
             Err(_) => 0,
         };
-        let image = copy(&fs);
+        let image = fs.duplicate();
         let mut rec_cut = 0;
         loop {
-            let attempt = copy(&image);
+            let attempt = image.duplicate();
             let cv = CutVfs::new(attempt.clone(), rec_cut);
             let finished = match Db::open(PATH, opts(Arc::new(cv), sync, prealloc)) {
                 Ok(db) => {
@@ -332,7 +221,7 @@ fn run(sync: Synchronous, prealloc: bool) -> usize {
             // Recover from what that attempt left, then keep working.
             let db = open(
                 Path::new(PATH),
-                opts(Arc::new(copy(&attempt)), sync, prealloc),
+                opts(Arc::new(attempt.duplicate()), sync, prealloc),
             );
             db.check().unwrap();
             let got = dump(&db);

@@ -45,7 +45,7 @@ fn base(mode: JournalMode, ps: usize) -> MemVfs {
 }
 
 fn state(vfs: &MemVfs, mode: JournalMode, ps: usize) -> Model {
-    let db = open(path(), opts(Arc::new(copy(vfs)), mode, ps));
+    let db = open(path(), opts(Arc::new(vfs.duplicate()), mode, ps));
     let m = dump(&db);
     std::mem::forget(db);
     m
@@ -136,7 +136,7 @@ fn state_n_0_needs_nothing() {
     for mode in [JournalMode::Shadow, JournalMode::ShadowX] {
         let b = base(mode, 4096);
         let old = state(&b, mode, 4096);
-        let (detail, got) = recover(&copy(&b), mode);
+        let (detail, got) = recover(&b.duplicate(), mode);
         assert_eq!(detail, "", "{mode}");
         assert_eq!(got, old);
     }
@@ -288,7 +288,7 @@ fn unclean_shadow_x_session_reclones() {
         db.put("t", b"k0101", b"new").unwrap();
         let m = dump(&db);
         std::mem::forget(db); // no Header Reset
-        let (detail, got) = recover(&copy(&b), reopen);
+        let (detail, got) = recover(&b.duplicate(), reopen);
         assert!(detail.contains("shadow untrusted"), "{reopen}: {detail}");
         assert_eq!(got, m);
     }
@@ -500,7 +500,7 @@ fn damaged_tails_do_not_panic() {
     for target in [PATH, SHADOW] {
         for off in [20usize, 56, 60, 68, 72, 76, 80, 100] {
             for x in [0x01u8, 0xff] {
-                let img = copy(&b);
+                let img = b.duplicate();
                 let mut bytes = img.read_file(Path::new(target)).unwrap();
                 bytes[off] ^= x;
                 img.write_file(Path::new(target), bytes);
@@ -527,7 +527,7 @@ fn garbage_shadow_is_recloned() {
     let b = base(JournalMode::Shadow, 4096);
     let old = state(&b, JournalMode::Shadow, 4096);
     for len in [0usize, 10, 4096, 3 * 4096 + 5] {
-        let img = copy(&b);
+        let img = b.duplicate();
         img.write_file(Path::new(SHADOW), vec![0xA5; len]);
         let db = open(
             path(),

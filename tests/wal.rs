@@ -28,14 +28,6 @@ fn wal_opts(vfs: &MemVfs, sync: Synchronous, ps: usize, extra: &[(&str, &str)]) 
 
 /// The files as they are now, as power loss would leave them (MemVfs is
 /// strict: every write issued is in the copy).
-fn crash_copy(vfs: &MemVfs) -> MemVfs {
-    let c = MemVfs::new();
-    for f in vfs.list() {
-        c.write_file(&f, vfs.read_file(&f).unwrap());
-    }
-    c
-}
-
 fn stat(db: &Db, name: &str) -> u64 {
     db.stats()
         .journal
@@ -250,7 +242,7 @@ fn starve(delayed: bool) -> (u64, u64) {
     assert_matches(&db, &one_table(&model));
     // The FCC survives the loss of the log.
     let fcc = db.stats().fcc;
-    let copy = crash_copy(&vfs);
+    let copy = vfs.duplicate();
     drop(db);
     let db = open(
         Path::new(PATH),
@@ -291,7 +283,7 @@ fn preallocated_log_keeps_its_size() {
         assert!(stat(&db, "restarts") >= 20);
         assert_eq!(stat(&db, "prealloc_grows"), 0);
         // Crash: stale frames of earlier generations must not come back.
-        let copy = crash_copy(&vfs);
+        let copy = vfs.duplicate();
         let db2 = open(Path::new(PATH), wal_opts(&copy, sync, 512, &o));
         assert_matches(&db2, &one_table(&model));
         drop(db2);
@@ -326,7 +318,7 @@ fn journal_size_limit_truncates_the_log_at_restart() {
     assert!(wal_len(&vfs).unwrap() > 100_000);
     db.put("t", b"a", b"b").unwrap();
     assert!(wal_len(&vfs).unwrap() <= 8192, "{:?}", wal_len(&vfs));
-    let copy = crash_copy(&vfs);
+    let copy = vfs.duplicate();
     let db2 = open(Path::new(PATH), wal_opts(&copy, Synchronous::Full, 512, &o));
     assert_eq!(db2.get("t", &key(1999)).unwrap().unwrap(), vec![5; 40]);
     assert_eq!(db2.get("t", b"a").unwrap().unwrap(), b"b");
@@ -385,7 +377,7 @@ fn crash_images_hold_the_committed_state() {
                     let mode = [CheckpointMode::Passive, CheckpointMode::Truncate][rnd(2) as usize];
                     db.checkpoint(mode).unwrap();
                 }
-                let copy = crash_copy(&vfs);
+                let copy = vfs.duplicate();
                 let o2 = wal_opts(&copy, sync, 512, cfg).cache_size(12 * 512);
                 let db2 = open(Path::new(PATH), o2);
                 assert_matches(&db2, &one_table(&committed));
@@ -415,7 +407,7 @@ fn commits_then_crash(n: u32) -> (MemVfs, Vec<Model>) {
         rows.insert(key(i), vec![i as u8; 20]);
         states.push(one_table(&rows));
     }
-    let copy = crash_copy(&vfs);
+    let copy = vfs.duplicate();
     drop(db);
     (copy, states)
 }
@@ -441,7 +433,7 @@ fn a_damaged_frame_ends_the_log() {
     assert_eq!(commits_before.last().map(|n| n + 1), Some(states.len() - 1));
     for victim in (0..frames).step_by(3) {
         for at in [0usize, 5, 17, 22, 24, 300, 535] {
-            let copy = crash_copy(&vfs);
+            let copy = vfs.duplicate();
             let mut bad = log.clone();
             bad[40 + victim * frame + at] ^= 0x40;
             copy.write_file(Path::new(WAL), bad);
@@ -465,7 +457,7 @@ fn a_damaged_frame_ends_the_log() {
         log[..30].to_vec(),
         log[..100].to_vec(),
     ] {
-        let copy = crash_copy(&vfs);
+        let copy = vfs.duplicate();
         copy.write_file(Path::new(WAL), garbage);
         let db = open(
             Path::new(PATH),
@@ -474,7 +466,7 @@ fn a_damaged_frame_ends_the_log() {
         db.check().unwrap();
     }
     // A log of another page size is corruption, reported as such.
-    let copy = crash_copy(&vfs);
+    let copy = vfs.duplicate();
     let mut other = log.clone();
     other[8..12].copy_from_slice(&1024u32.to_be_bytes());
     let crc = crc32c::crc32c(&other[0..32]);
@@ -490,7 +482,7 @@ fn a_damaged_frame_ends_the_log() {
 fn a_leftover_log_is_applied_when_opened_in_another_mode() {
     let (vfs, states) = commits_then_crash(30);
     for mode in [JournalMode::Persist, JournalMode::Delete, JournalMode::Off] {
-        let copy = crash_copy(&vfs);
+        let copy = vfs.duplicate();
         let db = open(Path::new(PATH), mem_opts(&copy, mode, 512));
         assert!(db.stats().recovery.recovered);
         assert_matches(&db, states.last().unwrap());
@@ -611,7 +603,7 @@ fn a_failed_commit_is_never_recovered() {
     assert_eq!(db.get("t", b"b").unwrap(), None);
     // The failed commit's frames are on "disk", but recovery must not
     // resurrect them.
-    let copy = crash_copy(&mem);
+    let copy = mem.duplicate();
     let db2 = open(
         Path::new(PATH),
         wal_opts(&copy, Synchronous::Full, 512, &[]),
@@ -621,7 +613,7 @@ fn a_failed_commit_is_never_recovered() {
     db2.check().unwrap();
     // The handle goes on working.
     db.put("t", b"c", b"3").unwrap();
-    let copy = crash_copy(&mem);
+    let copy = mem.duplicate();
     let db2 = open(
         Path::new(PATH),
         wal_opts(&copy, Synchronous::Full, 512, &[]),

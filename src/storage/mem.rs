@@ -45,6 +45,19 @@ impl MemVfs {
         v.sort();
         v
     }
+
+    /// An independent file system holding a copy of every file as it is
+    /// now (`clone` shares the files): what a crash at this moment leaves
+    /// when every write so far is durable.
+    pub fn duplicate(&self) -> MemVfs {
+        let copy = MemVfs::new();
+        for f in self.list() {
+            if let Some(bytes) = self.read_file(&f) {
+                copy.write_file(&f, bytes);
+            }
+        }
+        copy
+    }
 }
 
 fn not_found(op: &'static str, path: &Path) -> Error {

@@ -341,15 +341,6 @@ impl VfsFile for LagFile {
     }
 }
 
-/// A copy of every file of `vfs`.
-pub fn copy(vfs: &MemVfs) -> MemVfs {
-    let c = MemVfs::new();
-    for f in vfs.list() {
-        c.write_file(&f, vfs.read_file(&f).unwrap());
-    }
-    c
-}
-
 /// The DASH invariant after a clean close: the shadow equals the database
 /// except on the pages of the database's GPL (all pages if it overflowed).
 pub fn assert_shadow_invariant(vfs: &MemVfs, db: &Path, page_size: usize) {
