@@ -739,11 +739,14 @@ impl Pager {
             pgno: 1,
             data: Arc::from(p1),
         });
-        let zeros: Arc<[u8]> = Arc::from(vec![0u8; self.db.page_size]);
+        // One shared zero page for the fillers, allocated only if needed.
+        let mut zeros: Option<Arc<[u8]>> = None;
         for &p in &pgnos {
             let data = match st.dirty.get(&p) {
                 Some(d) => self.encode_dirty(st, p, d, tid)?,
-                None => zeros.clone(),
+                None => zeros
+                    .get_or_insert_with(|| Arc::from(vec![0u8; self.db.page_size]))
+                    .clone(),
             };
             pages.push(PageImage { pgno: p, data });
         }
