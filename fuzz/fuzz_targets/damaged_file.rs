@@ -14,7 +14,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
-use twinpage::tools::crash::damage::{
+use twinpage_tools::crash::damage::{
     all_seeds, apply, decode_mutations, exercise, seed_for, Seed,
 };
 use twinpage::JournalMode;

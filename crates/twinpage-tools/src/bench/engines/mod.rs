@@ -1,0 +1,186 @@
+//! The engines under test: twinpage in every mode, SQLite through rusqlite
+//! (with a counting VFS), and the physical floor.
+//!
+//! An engine is named on the command line as
+//! `twinpage:MODE[,option=value...]`, `sqlite:JOURNAL_MODE[,pragma=value...]`
+//! or `floor[,page_size=N]`; see [`EngineSpec`].
+
+mod floor;
+mod sqlite;
+mod twinpage;
+pub mod vfs;
+
+pub use sqlite::SqliteSpec;
+
+use super::workload::{Txn, Workload};
+use super::BenchError;
+use ::twinpage::storage::IoSnapshot;
+use ::twinpage::{JournalMode, Options};
+use std::path::Path;
+use std::str::FromStr;
+
+/// What kind of engine, with its settings.
+#[derive(Debug, Clone)]
+pub enum EngineKind {
+    /// twinpage with these options.
+    Twinpage(Options),
+    /// SQLite.
+    Sqlite(SqliteSpec),
+    /// One in-place page write plus fdatasync per transaction.
+    Floor {
+        /// Bytes per write.
+        page_size: usize,
+    },
+}
+
+/// An engine as named on the command line.
+#[derive(Debug, Clone)]
+pub struct EngineSpec {
+    /// The `--engine` string exactly as given.
+    pub label: String,
+    /// What it selects.
+    pub kind: EngineKind,
+}
+
+impl FromStr for EngineSpec {
+    type Err = BenchError;
+    fn from_str(s: &str) -> Result<Self, BenchError> {
+        let bad = |why: String| BenchError::Msg(format!("--engine {s:?}: {why}"));
+        let (head, rest) = match s.split_once(':') {
+            Some((h, r)) => (h, r),
+            None => match s.split_once(',') {
+                Some((h, r)) => (h, r),
+                None => (s, ""),
+            },
+        };
+        let mut parts = rest.split(',').filter(|p| !p.is_empty());
+        let pairs =
+            |it: &mut dyn Iterator<Item = &str>| -> Result<Vec<(String, String)>, BenchError> {
+                it.map(|p| {
+                    p.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .ok_or_else(|| bad(format!("expected option=value, got {p:?}")))
+                })
+                .collect()
+            };
+        let kind = match head {
+            "twinpage" => {
+                let mode = parts
+                    .next()
+                    .ok_or_else(|| bad("missing mode, e.g. twinpage:persist".into()))?;
+                let mut opts = Options::default()
+                    .journal_mode(JournalMode::from_str(mode).map_err(|e| bad(e.to_string()))?);
+                for (k, v) in pairs(&mut parts)? {
+                    opts.set(&k, &v).map_err(|e| bad(e.to_string()))?;
+                }
+                EngineKind::Twinpage(opts)
+            }
+            "sqlite" => {
+                let mode = parts
+                    .next()
+                    .ok_or_else(|| bad("missing journal mode, e.g. sqlite:wal".into()))?;
+                let spec = SqliteSpec::new(mode, &pairs(&mut parts)?).map_err(bad)?;
+                EngineKind::Sqlite(spec)
+            }
+            "floor" => {
+                let mut page_size = 4096;
+                for (k, v) in pairs(&mut parts)? {
+                    match k.as_str() {
+                        "page_size" => {
+                            page_size = v
+                                .parse()
+                                .ok()
+                                .filter(|n| *n >= 512)
+                                .ok_or_else(|| bad(format!("bad page_size {v:?}")))?
+                        }
+                        _ => return Err(bad(format!("unknown floor option {k:?}"))),
+                    }
+                }
+                EngineKind::Floor { page_size }
+            }
+            _ => {
+                return Err(bad(
+                    "engine must start with twinpage:, sqlite: or floor".into()
+                ))
+            }
+        };
+        Ok(EngineSpec {
+            label: s.to_string(),
+            kind,
+        })
+    }
+}
+
+/// Every implemented twinpage mode and SQLite's five journal modes at
+/// synchronous=full, then the floor: the default engine list.
+pub fn default_engines() -> Vec<String> {
+    let mut v: Vec<String> = JournalMode::ALL
+        .iter()
+        .map(|m| format!("twinpage:{}", m.name()))
+        .collect();
+    for m in ["delete", "truncate", "persist", "wal", "off"] {
+        v.push(format!("sqlite:{m}"));
+    }
+    v.push("floor".into());
+    v
+}
+
+/// A transaction failed.
+#[derive(Debug)]
+pub enum TxnError {
+    /// Lock conflict (busy/locked): the transaction was rolled back and may
+    /// be retried.
+    Busy(String),
+    /// Anything else.
+    Fatal(BenchError),
+}
+
+impl<E: Into<BenchError>> From<E> for TxnError {
+    fn from(e: E) -> Self {
+        TxnError::Fatal(e.into())
+    }
+}
+
+/// An open engine. Shared by reference between the worker threads.
+pub trait Engine: Sync {
+    /// Every setting in effect, as (name, value), read back where the engine
+    /// allows it.
+    fn settings(&self) -> Vec<(String, String)>;
+    /// Create the tables and load the pre-fill rows (not measured).
+    fn load(&self, w: &Workload) -> Result<(), BenchError>;
+    /// A per-thread handle (SQLite: its own connection).
+    fn worker(&self, w: &Workload) -> Result<Box<dyn Worker + '_>, BenchError>;
+    /// Cumulative I/O counters.
+    fn io(&self) -> IoSnapshot;
+    /// Rows per table, to verify that the engine executed the workload
+    /// (`None` for the floor, which stores no rows).
+    fn row_counts(&self, w: &Workload) -> Result<Option<Vec<u64>>, BenchError>;
+    /// Close cleanly.
+    fn close(self: Box<Self>) -> Result<(), BenchError>;
+}
+
+/// Runs transactions on one thread.
+pub trait Worker {
+    /// Execute one transaction; on [`TxnError::Busy`] it has been rolled
+    /// back.
+    fn run(&mut self, txn: &Txn) -> Result<(), TxnError>;
+}
+
+/// Open `spec` with a fresh database in `dir` (which must exist).
+pub fn open(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn Engine>, BenchError> {
+    Ok(match &spec.kind {
+        EngineKind::Twinpage(opts) => Box::new(twinpage::TwinpageEngine::open(dir, opts.clone())?),
+        EngineKind::Sqlite(s) => Box::new(sqlite::SqliteEngine::open(dir, s.clone())?),
+        EngineKind::Floor { page_size } => Box::new(floor::FloorEngine::open(dir, *page_size)?),
+    })
+}
+
+/// The main database file name an engine uses in its directory.
+pub const DB_FILE: &str = "bench.db";
+
+pub(crate) use self::twinpage::{
+    open_recovered as twinpage_open_recovered, run_crash_child as twinpage_crash_child,
+};
+pub(crate) use sqlite::{
+    open_recovered as sqlite_open_recovered, run_crash_child as sqlite_crash_child,
+};

@@ -1,0 +1,323 @@
+//! twinpage under the benchmark.
+
+use super::super::workload::{Action, Op, Txn, Workload};
+use super::super::BenchError;
+use super::{vfs, Engine, TxnError, Worker, DB_FILE};
+use ::twinpage::keys::encode_i64_compact;
+use ::twinpage::storage::{FileLock, IoSnapshot, OpenFlags, OsVfs, Vfs, VfsFile};
+use ::twinpage::{Db, Direction, Error, Options};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub(super) struct TwinpageEngine {
+    db: Db,
+    opts: Options,
+}
+
+impl TwinpageEngine {
+    pub(super) fn open(dir: &Path, opts: Options) -> Result<Self, BenchError> {
+        let db = Db::open(dir.join(DB_FILE), opts.clone())?;
+        Ok(TwinpageEngine { db, opts })
+    }
+}
+
+pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
+    let mut v = vec![
+        ("journal_mode".into(), opts.journal_mode.to_string()),
+        ("synchronous".into(), opts.synchronous.to_string()),
+        ("page_size".into(), opts.page_size.to_string()),
+        (
+            "cache_size".into(),
+            format!("{} KiB", opts.cache_size / 1024),
+        ),
+        (
+            "busy_timeout".into(),
+            format!("{} ms", opts.busy_timeout.as_millis()),
+        ),
+        ("merge".into(), opts.tree.merge.to_string()),
+        ("redistribute".into(), opts.tree.redistribute.to_string()),
+    ];
+    // Mode-specific options, as given (the mode validated them at open).
+    v.extend(opts.mode_opts.0.iter().cloned());
+    v
+}
+
+fn busy(e: Error) -> TxnError {
+    match e {
+        Error::Busy(m) => TxnError::Busy(m),
+        Error::Locked(p) => TxnError::Busy(format!("{} locked", p.display())),
+        e => TxnError::Fatal(e.into()),
+    }
+}
+
+fn mismatch(op: &Op) -> TxnError {
+    TxnError::Fatal(BenchError::Msg(format!(
+        "twinpage: {:?} of key {} in table {} did not find the row the workload expects",
+        op.action, op.key, op.table
+    )))
+}
+
+impl Engine for TwinpageEngine {
+    fn settings(&self) -> Vec<(String, String)> {
+        let mut opts = self.opts.clone();
+        opts.page_size = self.db.page_size();
+        settings(&opts)
+    }
+
+    fn load(&self, w: &Workload) -> Result<(), BenchError> {
+        let mut t = self.db.begin_write()?;
+        for name in &w.tables {
+            t.create_table(name)?;
+        }
+        for op in &w.prefill {
+            t.put(
+                &w.tables[op.table as usize],
+                &encode_i64_compact(op.key),
+                &op.payload,
+            )?;
+        }
+        t.commit()?;
+        Ok(())
+    }
+
+    fn worker(&self, w: &Workload) -> Result<Box<dyn Worker + '_>, BenchError> {
+        Ok(Box::new(TwinpageWorker {
+            db: &self.db,
+            tables: w.tables.clone(),
+        }))
+    }
+
+    fn io(&self) -> IoSnapshot {
+        self.db.io_counters()
+    }
+
+    fn row_counts(&self, w: &Workload) -> Result<Option<Vec<u64>>, BenchError> {
+        let r = self.db.begin_read()?;
+        let mut out = Vec::new();
+        for name in &w.tables {
+            let mut n = 0u64;
+            for kv in r.range(name, .., Direction::Forward)? {
+                kv?;
+                n += 1;
+            }
+            out.push(n);
+        }
+        Ok(Some(out))
+    }
+
+    fn close(self: Box<Self>) -> Result<(), BenchError> {
+        self.db.close()?;
+        Ok(())
+    }
+}
+
+struct TwinpageWorker<'a> {
+    db: &'a Db,
+    tables: Vec<String>,
+}
+
+impl TwinpageWorker<'_> {
+    fn table(&self, op: &Op) -> &str {
+        &self.tables[op.table as usize]
+    }
+}
+
+impl Worker for TwinpageWorker<'_> {
+    fn run(&mut self, txn: &Txn) -> Result<(), TxnError> {
+        if let [op] = txn.ops.as_slice() {
+            // Auto-commit, as Mobibench runs a single statement.
+            let k = encode_i64_compact(op.key);
+            let t = self.table(op);
+            match op.action {
+                Action::Insert | Action::Update => self.db.put(t, &k, &op.payload).map_err(busy)?,
+                Action::Delete => {
+                    if !self.db.delete(t, &k).map_err(busy)? {
+                        return Err(mismatch(op));
+                    }
+                }
+                Action::Select => {
+                    if self.db.get(t, &k).map_err(busy)?.is_none() {
+                        return Err(mismatch(op));
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if !txn.writes() {
+            let r = self.db.begin_read().map_err(busy)?;
+            for op in &txn.ops {
+                if r.get(self.table(op), &encode_i64_compact(op.key))
+                    .map_err(busy)?
+                    .is_none()
+                {
+                    return Err(mismatch(op));
+                }
+            }
+            return Ok(());
+        }
+        // Dropping the transaction on an error rolls it back.
+        let mut t = self.db.begin_write().map_err(busy)?;
+        for op in &txn.ops {
+            let k = encode_i64_compact(op.key);
+            let table = self.table(op);
+            match op.action {
+                Action::Insert | Action::Update => t.put(table, &k, &op.payload).map_err(busy)?,
+                Action::Delete => {
+                    if !t.delete(table, &k).map_err(busy)? {
+                        return Err(mismatch(op));
+                    }
+                }
+                Action::Select => {
+                    if t.get(table, &k).map_err(busy)?.is_none() {
+                        return Err(mismatch(op));
+                    }
+                }
+            }
+        }
+        t.commit().map_err(busy)
+    }
+}
+
+/// A file system that SIGKILLs the process at the first write to the main
+/// database file after a sync, once armed (see [`vfs::arm_kill`]).
+struct KillVfs {
+    inner: OsVfs,
+    db: std::path::PathBuf,
+    armed: Arc<AtomicBool>,
+    synced: Arc<AtomicBool>,
+}
+
+struct KillFile {
+    inner: Arc<dyn VfsFile>,
+    is_db: bool,
+    armed: Arc<AtomicBool>,
+    synced: Arc<AtomicBool>,
+}
+
+impl Vfs for KillVfs {
+    fn open(&self, path: &Path, flags: OpenFlags) -> ::twinpage::Result<Arc<dyn VfsFile>> {
+        Ok(Arc::new(KillFile {
+            inner: self.inner.open(path, flags)?,
+            is_db: path == self.db,
+            armed: self.armed.clone(),
+            synced: self.synced.clone(),
+        }))
+    }
+    fn exists(&self, path: &Path) -> ::twinpage::Result<bool> {
+        self.inner.exists(path)
+    }
+    fn remove(&self, path: &Path) -> ::twinpage::Result<()> {
+        self.inner.remove(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> ::twinpage::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> ::twinpage::Result<()> {
+        self.inner.sync_dir(dir)?;
+        if self.armed.load(Relaxed) {
+            self.synced.store(true, Relaxed);
+        }
+        Ok(())
+    }
+}
+
+impl KillFile {
+    fn note_sync(&self) {
+        if self.armed.load(Relaxed) {
+            self.synced.store(true, Relaxed);
+        }
+    }
+}
+
+impl VfsFile for KillFile {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> ::twinpage::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> ::twinpage::Result<()> {
+        self.inner.write_at(buf, offset)?;
+        if self.is_db && self.armed.load(Relaxed) && self.synced.load(Relaxed) {
+            vfs::kill_self(b"M");
+        }
+        Ok(())
+    }
+    fn sync_data(&self) -> ::twinpage::Result<()> {
+        self.inner.sync_data()?;
+        self.note_sync();
+        Ok(())
+    }
+    fn sync_all(&self) -> ::twinpage::Result<()> {
+        self.inner.sync_all()?;
+        self.note_sync();
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> ::twinpage::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn len(&self) -> ::twinpage::Result<u64> {
+        self.inner.len()
+    }
+    fn try_lock(&self, kind: FileLock) -> ::twinpage::Result<bool> {
+        self.inner.try_lock(kind)
+    }
+    fn unlock(&self) -> ::twinpage::Result<()> {
+        self.inner.unlock()
+    }
+}
+
+/// Recovery benchmark, child side: insert `rows` into an existing
+/// database inside one transaction and get killed during its commit (or
+/// right after it, for modes whose commit never overwrites the database
+/// file in place after a sync).
+pub(crate) fn run_crash_child(
+    db_path: &Path,
+    opts: Options,
+    rows: &[Op],
+) -> Result<(), BenchError> {
+    let armed = Arc::new(AtomicBool::new(false));
+    let kv = KillVfs {
+        inner: OsVfs::new(),
+        db: db_path.to_path_buf(),
+        armed: armed.clone(),
+        synced: Arc::new(AtomicBool::new(false)),
+    };
+    let db = Db::open(db_path, opts.vfs(Arc::new(kv)))?;
+    let table = super::super::workload::table_name(0);
+    let mut t = db.begin_write()?;
+    for op in rows {
+        t.put(&table, &encode_i64_compact(op.key), &op.payload)?;
+    }
+    armed.store(true, Relaxed);
+    t.commit()?;
+    vfs::kill_self(b"C")
+}
+
+/// Recovery benchmark, parent side: open after the crash (twinpage
+/// recovers inside [`Db::open`]) and read one key. Returns the row count
+/// and the I/O of open plus first query (counted separately, after the
+/// timing).
+pub(crate) fn open_recovered(
+    db_path: &Path,
+    opts: Options,
+    probe: i64,
+) -> Result<(std::time::Duration, u64, IoSnapshot, String), BenchError> {
+    let table = super::super::workload::table_name(0);
+    let start = std::time::Instant::now();
+    let db = Db::open(db_path, opts)?;
+    let found = db.get(&table, &encode_i64_compact(probe))?;
+    let elapsed = start.elapsed();
+    let io = db.io_counters();
+    if found.is_none() {
+        return Err(BenchError::Msg(format!(
+            "twinpage: key {probe} missing after recovery"
+        )));
+    }
+    let detail = db.stats().recovery.detail;
+    let rows = db.scan(&table, .., Direction::Forward)?.len() as u64;
+    db.check()?;
+    db.close()?;
+    Ok((elapsed, rows, io, detail))
+}

@@ -1,0 +1,700 @@
+//! The workload driver: random transactions over several tables, with a
+//! model (a `BTreeMap` per table) of what the database must contain after
+//! every commit.
+//!
+//! Transactions have 1..=16 operations (inserts, updates, deletes, point
+//! reads and scans checked against the model), with small, page-sized and
+//! overflow-sized values. Keys share long prefixes so separators are long
+//! and trees get deep on small pages. The table sizes swing between a
+//! growth and a shrink phase so splits, merges, redistribution and
+//! free-list reuse all happen. A few transactions are bulk (up to 64
+//! operations) so the dirty set outgrows a small cache and spills; some
+//! roll back (after spilling, too), some drop and recreate a table, and
+//! now and then the database is closed and reopened.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use twinpage::journal::CheckpointMode;
+use twinpage::{Db, Direction, Error, Result};
+
+/// One table's expected contents.
+pub type Table = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The expected contents of a database.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Model {
+    /// Table name to contents.
+    pub tables: BTreeMap<String, Table>,
+}
+
+impl Model {
+    /// A 64-bit digest of names, keys and values.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.hash(&mut h);
+        h.finish()
+    }
+
+    /// Read a database's committed contents.
+    pub fn read(db: &Db) -> Result<Model> {
+        let r = db.begin_read()?;
+        let mut tables = BTreeMap::new();
+        for name in r.tables()? {
+            let mut t = Table::new();
+            for kv in r.range(&name, .., Direction::Forward)? {
+                let (k, v) = kv?;
+                t.insert(k, v);
+            }
+            tables.insert(name, t);
+        }
+        Ok(Model { tables })
+    }
+
+    /// Total keys over all tables.
+    pub fn keys(&self) -> usize {
+        self.tables.values().map(|t| t.len()).sum()
+    }
+
+    /// A short description of how `self` differs from `want`.
+    pub fn diff(&self, want: &Model, max: usize) -> String {
+        let mut out = Vec::new();
+        for name in want.tables.keys() {
+            if !self.tables.contains_key(name) {
+                out.push(format!("table {name:?} missing"));
+            }
+        }
+        for (name, got) in &self.tables {
+            let Some(exp) = want.tables.get(name) else {
+                out.push(format!("unexpected table {name:?}"));
+                continue;
+            };
+            for (k, v) in exp {
+                match got.get(k) {
+                    None => out.push(format!("{name}: key {} missing", show(k))),
+                    Some(g) if g != v => out.push(format!(
+                        "{name}: key {} has a {}-byte value, want {} bytes{}",
+                        show(k),
+                        g.len(),
+                        v.len(),
+                        if g.len() == v.len() { " (differs)" } else { "" }
+                    )),
+                    _ => {}
+                }
+            }
+            for k in got.keys().filter(|k| !exp.contains_key(*k)) {
+                out.push(format!("{name}: unexpected key {}", show(k)));
+            }
+        }
+        let n = out.len();
+        out.truncate(max);
+        if n > max {
+            out.push(format!("... {} more differences", n - max));
+        }
+        if out.is_empty() {
+            "no difference".into()
+        } else {
+            out.join("; ")
+        }
+    }
+}
+
+/// A key, shortened for messages.
+pub fn show(k: &[u8]) -> String {
+    if k.len() > 24 {
+        let tail = String::from_utf8_lossy(&k[k.len() - 12..]);
+        format!("..{tail:?} ({} bytes)", k.len())
+    } else {
+        format!("{:?}", String::from_utf8_lossy(k))
+    }
+}
+
+/// One operation of a planned transaction.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Insert or update.
+    Put {
+        /// Table.
+        table: String,
+        /// Key.
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+    },
+    /// Delete (the key may be absent).
+    Delete {
+        /// Table.
+        table: String,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// Point read, checked.
+    Get {
+        /// Table.
+        table: String,
+        /// Key.
+        key: Vec<u8>,
+        /// What the transaction must see.
+        expect: Option<Vec<u8>>,
+    },
+    /// Full scan, checked.
+    Scan {
+        /// Table.
+        table: String,
+        /// Descending order.
+        reverse: bool,
+        /// Rows the transaction must see, ascending.
+        expect: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    /// Create a table.
+    CreateTable(String),
+    /// Drop a table.
+    DropTable(String),
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    /// A write transaction.
+    Txn {
+        /// Operations.
+        steps: Vec<Step>,
+        /// Commit (true) or roll back.
+        commit: bool,
+        /// The model after the transaction commits.
+        after: Model,
+    },
+    /// Close the database cleanly and open it again.
+    Reopen,
+    /// Run a checkpoint (copies a log into the database in log-based
+    /// modes; a no-op elsewhere). Contents do not change.
+    Checkpoint(CheckpointMode),
+}
+
+/// How a planned transaction failed.
+#[derive(Debug)]
+pub enum RunError {
+    /// The engine returned an error.
+    Db(Error),
+    /// A read inside a transaction saw the wrong data.
+    Mismatch(String),
+}
+
+impl From<Error> for RunError {
+    fn from(e: Error) -> Self {
+        RunError::Db(e)
+    }
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Db(e) => write!(f, "{e}"),
+            RunError::Mismatch(m) => write!(f, "read mismatch: {m}"),
+        }
+    }
+}
+
+/// Workload shape.
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    /// Seed: the same seed gives the same transactions.
+    pub seed: u64,
+    /// Planned transactions (after the one creating the tables).
+    pub txns: usize,
+    /// Page size (values are sized relative to it).
+    pub page_size: usize,
+    /// Number of tables.
+    pub tables: usize,
+    /// Allow close/reopen in the middle.
+    pub reopen: bool,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            seed: 1,
+            txns: 60,
+            page_size: 1024,
+            tables: 3,
+            reopen: true,
+        }
+    }
+}
+
+/// Shared key prefixes make long separators, hence deep trees on small
+/// pages; the last one is stretched to a sixth of the page.
+const PREFIXES: [&str; 4] = [
+    "",
+    "user/profile/",
+    "com.example.app/cache/thumbnails/2024/",
+    "org.example.messages/conversations/inbox/attachments/metadata/v2/",
+];
+
+fn prefixes(page_size: usize) -> Vec<String> {
+    let mut v: Vec<String> = PREFIXES.iter().map(|s| s.to_string()).collect();
+    let long = v.last_mut().expect("four prefixes");
+    let want = page_size / 6;
+    long.truncate(want);
+    while long.len() < want {
+        long.push_str("x/");
+    }
+    long.truncate(want);
+    v
+}
+
+/// Generates transactions from the current model.
+pub struct Generator {
+    cfg: WorkloadConfig,
+    rng: SmallRng,
+    prefixes: Vec<String>,
+    model: Model,
+    planned: usize,
+    growing: bool,
+    next_key: u64,
+}
+
+impl Generator {
+    /// A generator for `cfg`.
+    pub fn new(cfg: WorkloadConfig) -> Self {
+        Generator {
+            rng: SmallRng::seed_from_u64(cfg.seed ^ 0x7477_696e_7061_6765),
+            prefixes: prefixes(cfg.page_size),
+            cfg,
+            model: Model::default(),
+            planned: 0,
+            growing: true,
+            next_key: 0,
+        }
+    }
+
+    /// The committed model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Record that a planned transaction committed.
+    pub fn committed(&mut self, plan: &Plan) {
+        if let Plan::Txn { after, commit, .. } = plan {
+            if *commit {
+                self.model = after.clone();
+            }
+        }
+    }
+
+    /// Replace the committed model (after an ambiguous failure).
+    pub fn set_model(&mut self, m: Model) {
+        self.model = m;
+    }
+
+    fn table_name(i: usize) -> String {
+        format!("t{i}")
+    }
+
+    fn value(&mut self) -> Vec<u8> {
+        let ps = self.cfg.page_size;
+        // Small, medium, around the inline limit (a quarter page), and
+        // overflow chains of up to three pages.
+        let len = match self.rng.random_range(0..100) {
+            0..50 => self.rng.random_range(0..32),
+            50..75 => self.rng.random_range(32..ps / 5),
+            75..90 => self.rng.random_range(ps / 6..ps / 4 + 8),
+            _ => self.rng.random_range(ps / 4..3 * ps),
+        };
+        let mut v = vec![0u8; len];
+        self.rng.fill_bytes(&mut v);
+        v
+    }
+
+    fn new_key(&mut self) -> Vec<u8> {
+        let p = &self.prefixes[self.rng.random_range(0..self.prefixes.len())];
+        // Spread new keys over the key space so inserts hit every leaf.
+        self.next_key += 1;
+        let n = self.next_key.wrapping_mul(0x9e37_79b9) % 1_000_000;
+        format!("{p}{n:06}").into_bytes()
+    }
+
+    fn pick_key(&mut self, t: &Table) -> Option<Vec<u8>> {
+        if t.is_empty() {
+            return None;
+        }
+        let i = self.rng.random_range(0..t.len());
+        t.keys().nth(i).cloned()
+    }
+
+    /// The next thing to do, or `None` when the workload is over.
+    pub fn next_plan(&mut self) -> Option<Plan> {
+        if self.model.tables.is_empty() && self.planned == 0 {
+            self.planned += 1;
+            let mut after = Model::default();
+            let steps = (0..self.cfg.tables)
+                .map(|i| {
+                    after.tables.insert(Self::table_name(i), Table::new());
+                    Step::CreateTable(Self::table_name(i))
+                })
+                .collect();
+            return Some(Plan::Txn {
+                steps,
+                commit: true,
+                after,
+            });
+        }
+        if self.planned > self.cfg.txns {
+            return None;
+        }
+        self.planned += 1;
+        if self.cfg.reopen && self.planned > 3 && self.rng.random_bool(0.03) {
+            return Some(Plan::Reopen);
+        }
+        if self.rng.random_bool(0.04) {
+            const MODES: [CheckpointMode; 4] = [
+                CheckpointMode::Passive,
+                CheckpointMode::Full,
+                CheckpointMode::Restart,
+                CheckpointMode::Truncate,
+            ];
+            return Some(Plan::Checkpoint(MODES[self.rng.random_range(0..4)]));
+        }
+        let mut work = self.model.clone();
+        let total = work.keys();
+        let hi = 60 * self.cfg.tables.max(1);
+        if total > hi {
+            self.growing = false;
+        } else if total < hi / 8 {
+            self.growing = true;
+        }
+        let n = if self.rng.random_bool(0.08) {
+            self.rng.random_range(24..=64)
+        } else {
+            self.rng.random_range(1..=16)
+        };
+        let mut steps = Vec::with_capacity(n);
+        if self.rng.random_bool(0.015) {
+            if let Some(name) = work.tables.keys().next().cloned() {
+                steps.push(Step::DropTable(name.clone()));
+                steps.push(Step::CreateTable(name.clone()));
+                work.tables.insert(name, Table::new());
+            }
+        }
+        let names: Vec<String> = work.tables.keys().cloned().collect();
+        if names.is_empty() {
+            return Some(Plan::Txn {
+                steps,
+                commit: true,
+                after: work,
+            });
+        }
+        for _ in 0..n {
+            let table = names[self.rng.random_range(0..names.len())].clone();
+            let roll = self.rng.random_range(0..100);
+            let (ins, upd, del) = if self.growing {
+                (60, 15, 15)
+            } else {
+                (15, 10, 65)
+            };
+            let t = work.tables.get_mut(&table).expect("name from the model");
+            if roll < ins {
+                let key = self.new_key();
+                let value = self.value();
+                t.insert(key.clone(), value.clone());
+                steps.push(Step::Put { table, key, value });
+            } else if roll < ins + upd {
+                let Some(key) = self.pick_key(t) else {
+                    continue;
+                };
+                let value = self.value();
+                let t = work.tables.get_mut(&table).expect("name from the model");
+                t.insert(key.clone(), value.clone());
+                steps.push(Step::Put { table, key, value });
+            } else if roll < ins + upd + del {
+                // Now and then delete a run of neighbours: merges.
+                let run = if self.rng.random_bool(0.2) {
+                    self.rng.random_range(2..12)
+                } else {
+                    1
+                };
+                let Some(first) = self.pick_key(t) else {
+                    steps.push(Step::Delete {
+                        table,
+                        key: self.new_key(),
+                    });
+                    continue;
+                };
+                let keys: Vec<Vec<u8>> =
+                    t.range(first..).take(run).map(|(k, _)| k.clone()).collect();
+                for key in keys {
+                    t.remove(&key);
+                    steps.push(Step::Delete {
+                        table: table.clone(),
+                        key,
+                    });
+                }
+            } else if roll < 97 {
+                let key = if self.rng.random_bool(0.7) {
+                    self.pick_key(t).unwrap_or_else(|| b"absent".to_vec())
+                } else {
+                    self.new_key()
+                };
+                let expect = work.tables[&table].get(&key).cloned();
+                steps.push(Step::Get { table, key, expect });
+            } else {
+                let expect = work.tables[&table]
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                steps.push(Step::Scan {
+                    table,
+                    reverse: self.rng.random_bool(0.5),
+                    expect,
+                });
+            }
+        }
+        let commit = !self.rng.random_bool(0.1);
+        Some(Plan::Txn {
+            steps,
+            commit,
+            after: work,
+        })
+    }
+}
+
+/// Run the steps of a transaction (not its commit) and check its reads.
+pub fn run_steps(t: &mut twinpage::WriteTxn<'_>, steps: &[Step]) -> Result<(), RunError> {
+    for s in steps {
+        match s {
+            Step::Put { table, key, value } => t.put(table, key, value)?,
+            Step::Delete { table, key } => {
+                t.delete(table, key)?;
+            }
+            Step::Get { table, key, expect } => {
+                let got = t.get(table, key)?;
+                if &got != expect {
+                    return Err(RunError::Mismatch(format!(
+                        "get {table}/{} returned {:?} bytes, want {:?}",
+                        show(key),
+                        got.map(|v| v.len()),
+                        expect.as_ref().map(|v| v.len())
+                    )));
+                }
+            }
+            Step::Scan {
+                table,
+                reverse,
+                expect,
+            } => {
+                let dir = if *reverse {
+                    Direction::Reverse
+                } else {
+                    Direction::Forward
+                };
+                let mut got = t
+                    .range(table, .., dir)?
+                    .collect::<Result<Vec<(Vec<u8>, Vec<u8>)>>>()?;
+                if *reverse {
+                    got.reverse();
+                }
+                if &got != expect {
+                    return Err(RunError::Mismatch(format!(
+                        "scan of {table} returned {} rows, want {}",
+                        got.len(),
+                        expect.len()
+                    )));
+                }
+            }
+            Step::CreateTable(n) => {
+                t.create_table(n)?;
+            }
+            Step::DropTable(n) => {
+                t.drop_table(n)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Commit `k` (1-based) of a recorded run.
+#[derive(Debug, Clone, Copy)]
+pub struct CommitMark {
+    /// Operations issued before `commit()` was called.
+    pub start_op: usize,
+    /// Operations issued when `commit()` returned success.
+    pub ack_op: usize,
+}
+
+/// What a run exercised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Commits.
+    pub commits: u64,
+    /// Transactions rolled back.
+    pub rollbacks: u64,
+    /// Transactions that spilled dirty pages before commit or rollback.
+    pub spills: u64,
+    /// Clean close and reopen in the middle.
+    pub reopens: u64,
+    /// Checkpoints requested.
+    pub checkpoints: u64,
+    /// Deepest tree seen.
+    pub max_depth: usize,
+    /// Largest database, in pages.
+    pub max_pages: u32,
+    /// Longest free list, in pages.
+    pub max_free: u64,
+    /// Most overflow pages in use.
+    pub max_overflow: u64,
+}
+
+impl Coverage {
+    /// Combine two runs.
+    pub fn add(&mut self, o: &Coverage) {
+        self.commits += o.commits;
+        self.rollbacks += o.rollbacks;
+        self.spills += o.spills;
+        self.reopens += o.reopens;
+        self.checkpoints += o.checkpoints;
+        self.max_depth = self.max_depth.max(o.max_depth);
+        self.max_pages = self.max_pages.max(o.max_pages);
+        self.max_free = self.max_free.max(o.max_free);
+        self.max_overflow = self.max_overflow.max(o.max_overflow);
+    }
+}
+
+impl fmt::Display for Coverage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} commits, {} rollbacks, {} spilling txns, {} reopens, {} checkpoints, depth <= {}, <= {} pages, <= {} free, <= {} overflow",
+            self.commits,
+            self.rollbacks,
+            self.spills,
+            self.reopens,
+            self.checkpoints,
+            self.max_depth,
+            self.max_pages,
+            self.max_free,
+            self.max_overflow
+        )
+    }
+}
+
+/// A recorded run: the model after every commit and when each commit
+/// started and was acknowledged, in operation counts.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// `models[k]`: contents after commit `k` (`models[0]`: empty).
+    pub models: Vec<Model>,
+    /// Fingerprints of `models`.
+    pub fps: Vec<u64>,
+    /// `marks[k - 1]` for commit `k`.
+    pub marks: Vec<CommitMark>,
+    /// What the run exercised.
+    pub coverage: Coverage,
+}
+
+impl History {
+    fn new() -> Self {
+        let m = Model::default();
+        History {
+            fps: vec![m.fingerprint()],
+            models: vec![m],
+            marks: Vec::new(),
+            coverage: Coverage::default(),
+        }
+    }
+
+    fn push(&mut self, m: Model, mark: CommitMark) {
+        self.fps.push(m.fingerprint());
+        self.models.push(m);
+        self.marks.push(mark);
+    }
+
+    /// Commits acknowledged within the first `cut` operations.
+    pub fn acked(&self, cut: usize) -> usize {
+        self.marks.iter().take_while(|m| m.ack_op <= cut).count()
+    }
+
+    /// Commits that had issued at least one operation within the first
+    /// `cut` operations, or were acknowledged (a commit with nothing to
+    /// write issues no operation).
+    pub fn started(&self, cut: usize) -> usize {
+        self.marks
+            .iter()
+            .take_while(|m| m.start_op < cut || m.ack_op <= cut)
+            .count()
+    }
+
+    /// Commits `k` in `range` whose contents have fingerprint `fp`.
+    pub fn find(&self, fp: u64, range: std::ops::RangeInclusive<usize>) -> Option<usize> {
+        range.rev().find(|&k| self.fps.get(k) == Some(&fp))
+    }
+}
+
+/// Run a whole workload against the database at `path`, recording the
+/// history. `ops` reports how many storage operations were issued so far.
+pub fn record(
+    cfg: &WorkloadConfig,
+    path: &std::path::Path,
+    opts: &twinpage::Options,
+    ops: &dyn Fn() -> usize,
+) -> Result<History, RunError> {
+    let mut hist = History::new();
+    let mut gen = Generator::new(cfg.clone());
+    let mut db = Some(Db::open(path, opts.clone())?);
+    while let Some(plan) = gen.next_plan() {
+        match &plan {
+            Plan::Reopen => {
+                if let Some(d) = db.take() {
+                    d.close()?;
+                }
+                db = Some(Db::open(path, opts.clone())?);
+                hist.coverage.reopens += 1;
+            }
+            Plan::Checkpoint(mode) => {
+                let d = db.as_ref().expect("database open between plans");
+                d.checkpoint(*mode)?;
+                hist.coverage.checkpoints += 1;
+            }
+            Plan::Txn {
+                steps,
+                commit,
+                after,
+            } => {
+                let d = db.as_ref().expect("database open between plans");
+                let mut t = d.begin_write()?;
+                let before = ops();
+                run_steps(&mut t, steps)?;
+                if ops() > before {
+                    hist.coverage.spills += 1;
+                }
+                if *commit {
+                    let start_op = ops();
+                    t.commit()?;
+                    hist.push(
+                        after.clone(),
+                        CommitMark {
+                            start_op,
+                            ack_op: ops(),
+                        },
+                    );
+                    gen.committed(&plan);
+                    let c = &mut hist.coverage;
+                    c.commits += 1;
+                    let r = d.check()?;
+                    c.max_depth = c.max_depth.max(r.max_depth);
+                    c.max_pages = c.max_pages.max(r.page_count);
+                    c.max_free = c.max_free.max(r.free_pages);
+                    c.max_overflow = c.max_overflow.max(r.overflow_pages);
+                } else {
+                    t.rollback()?;
+                    hist.coverage.rollbacks += 1;
+                }
+            }
+        }
+    }
+    if let Some(d) = db.take() {
+        d.close()?;
+    }
+    Ok(hist)
+}

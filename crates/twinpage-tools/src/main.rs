@@ -1,0 +1,63 @@
+//! The `twinpage` command-line tool.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use twinpage::{Db, JournalMode, Options};
+
+#[derive(Parser)]
+#[command(name = "twinpage", version, about = "twinpage storage engine tools")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Integrity check of a database file.
+    Check {
+        /// Database file.
+        file: PathBuf,
+        /// Journal mode to open it with (recovery runs as that mode);
+        /// default: the mode recorded in the file.
+        #[arg(long)]
+        mode: Option<JournalMode>,
+    },
+    /// Count the I/O of single-row auto-commit transactions in every mode.
+    Iostat(twinpage_tools::iostat::Args),
+    /// Benchmark twinpage against SQLite and the physical floor.
+    Bench(twinpage_tools::bench::Args),
+    /// Explore crash states of every journal mode (docs/CRASH.md).
+    Crashtest(Box<twinpage_tools::crashtest::Args>),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Check { file, mode } => (|| {
+            let mode = match mode {
+                Some(m) => m,
+                None => Db::detect_mode(&file)?.unwrap_or(JournalMode::Persist),
+            };
+            let opts = Options {
+                create: false,
+                ..Options::default().journal_mode(mode)
+            };
+            let db = Db::open(&file, opts)?;
+            let report = db.check()?;
+            println!("{}: {report}", file.display());
+            db.close()?;
+            Ok::<i32, twinpage::Error>(0)
+        })(),
+        Cmd::Iostat(a) => twinpage_tools::iostat::run(a),
+        Cmd::Bench(a) => twinpage_tools::bench::run(a),
+        Cmd::Crashtest(a) => twinpage_tools::crashtest::run(*a),
+    };
+    match r {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("twinpage: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

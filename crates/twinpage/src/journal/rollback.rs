@@ -1,0 +1,345 @@
+//! SQLite's rollback journal: DELETE, TRUNCATE and PERSIST.
+//!
+//! Before the database file is touched, the original image of every page
+//! the transaction overwrites goes to `<db>-journal`, which is synced.
+//! Then the database pages are written and synced, and the journal is
+//! invalidated: deleted, truncated to zero, or its header zeroed. A journal
+//! with a valid header found at open is *hot*: its records are written back
+//! and the database truncated to its original size.
+//!
+//! Journal layout (big-endian), see ARCHITECTURE.md:
+//!
+//! ```text
+//! header, 512 bytes:
+//!   0..8   magic "tpjrnl01"
+//!   8..12  page size
+//!   12..16 database page count before the transaction
+//!   16..24 salt (random per transaction)
+//!   24..32 TID of the transaction
+//!   32..36 crc32c of bytes 0..32
+//! records from offset 512, each page size + 8 bytes:
+//!   u32 page number, page image, u32 crc32c(salt, page number, image)
+//! ```
+//!
+//! Records are valid only with the header's salt, so stale records left by
+//! an earlier transaction (PERSIST, TRUNCATE interrupted) are never replayed.
+
+use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
+use crate::db::Synchronous;
+use crate::error::{Error, Pgno, Result};
+use crate::pager::DbFile;
+use crate::storage::{parent_dir, with_suffix, OpenFlags, Vfs, VfsFile};
+use parking_lot::Mutex;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Magic bytes at the start of a journal header.
+pub const JOURNAL_MAGIC: &[u8; 8] = b"tpjrnl01";
+/// Size of the journal header; records start here.
+pub const JOURNAL_HEADER_SIZE: u64 = 512;
+
+/// How the journal is invalidated at commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RollbackKind {
+    /// unlink the journal.
+    Delete,
+    /// ftruncate the journal to zero bytes.
+    Truncate,
+    /// zero the journal header.
+    Persist,
+}
+
+/// The rollback-journal scheme.
+pub struct RollbackJournal {
+    kind: RollbackKind,
+    sync: Synchronous,
+    faults: TestFaults,
+    st: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    file: Option<Arc<dyn VfsFile>>,
+    /// The current transaction: salt, records written, pages journaled.
+    salt: u64,
+    records: u64,
+    journaled: HashSet<Pgno>,
+    /// The database file holds pages of the current transaction.
+    db_dirty: bool,
+}
+
+fn header_crc(h: &[u8]) -> u32 {
+    crc32c::crc32c(&h[0..32])
+}
+
+fn record_crc(salt: u64, pgno: Pgno, image: &[u8]) -> u32 {
+    let c = crc32c::crc32c_append(0, &salt.to_be_bytes());
+    let c = crc32c::crc32c_append(c, &pgno.to_be_bytes());
+    crc32c::crc32c_append(c, image)
+}
+
+/// A parsed journal header.
+struct Header {
+    page_size: usize,
+    orig_pages: u32,
+    salt: u64,
+}
+
+fn parse_header(h: &[u8]) -> Option<Header> {
+    if h.len() < 36 || &h[0..8] != JOURNAL_MAGIC {
+        return None;
+    }
+    let crc = u32::from_be_bytes(h[32..36].try_into().ok()?);
+    if crc != header_crc(h) {
+        return None;
+    }
+    let page_size = u32::from_be_bytes(h[8..12].try_into().ok()?) as usize;
+    if !(512..=65536).contains(&page_size) || !page_size.is_power_of_two() {
+        return None;
+    }
+    Some(Header {
+        page_size,
+        orig_pages: u32::from_be_bytes(h[12..16].try_into().ok()?),
+        salt: u64::from_be_bytes(h[16..24].try_into().ok()?),
+    })
+}
+
+impl RollbackJournal {
+    /// A journal of the given kind.
+    pub fn new(kind: RollbackKind, sync: Synchronous, faults: TestFaults) -> Self {
+        RollbackJournal {
+            kind,
+            sync,
+            faults,
+            st: Mutex::default(),
+        }
+    }
+
+    fn path(db: &Path) -> PathBuf {
+        with_suffix(db, "-journal")
+    }
+
+    fn syncs(&self) -> bool {
+        self.sync != Synchronous::Off
+    }
+
+    /// Write the originals of the pages in `set` that are not journaled
+    /// yet, then sync the journal: after this the database file may be
+    /// overwritten.
+    fn journal_originals(&self, st: &mut State, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let ps = db.page_size;
+        let mut buf = Vec::new();
+        let first = st.file.is_none() || st.records == 0 && st.journaled.is_empty();
+        let mut created = false;
+        if st.file.is_none() {
+            let path = Self::path(&db.path);
+            created = !db.vfs.exists(&path)?;
+            st.file = Some(db.vfs.open(&path, OpenFlags::CREATE)?);
+        }
+        if first {
+            st.salt = crate::storage::random_u64() | 1;
+            let mut h = vec![0u8; JOURNAL_HEADER_SIZE as usize];
+            h[0..8].copy_from_slice(JOURNAL_MAGIC);
+            h[8..12].copy_from_slice(&(ps as u32).to_be_bytes());
+            h[12..16].copy_from_slice(&set.orig_page_count.to_be_bytes());
+            h[16..24].copy_from_slice(&st.salt.to_be_bytes());
+            h[24..32].copy_from_slice(&set.tid.to_be_bytes());
+            let crc = header_crc(&h);
+            h[32..36].copy_from_slice(&crc.to_be_bytes());
+            buf.extend_from_slice(&h);
+        }
+        let start = JOURNAL_HEADER_SIZE + st.records * (ps as u64 + 8);
+        let offset = if first { 0 } else { start };
+        for p in set.pages {
+            // Pages past the original end need no undo: rollback truncates.
+            if p.pgno > set.orig_page_count || st.journaled.contains(&p.pgno) {
+                continue;
+            }
+            let orig = set.originals.original(p.pgno)?;
+            buf.extend_from_slice(&p.pgno.to_be_bytes());
+            buf.extend_from_slice(&orig);
+            buf.extend_from_slice(&record_crc(st.salt, p.pgno, &orig).to_be_bytes());
+            st.journaled.insert(p.pgno);
+            st.records += 1;
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let file = st.file.as_ref().expect("journal opened above");
+        file.write_at(&buf, offset)?;
+        if self.syncs() && !self.faults.skip_journal_sync {
+            file.sync_data()?;
+            if created {
+                // A new journal's directory entry must be durable before
+                // the database is touched, or a crash could lose it.
+                db.vfs.sync_dir(&parent_dir(&db.path))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Invalidate the journal: the transaction is committed (or rolled back).
+    /// The transaction's state is forgotten only once that succeeded, so
+    /// a failed invalidation at commit is rolled back from the journal.
+    fn finish(&self, st: &mut State, vfs: &Arc<dyn Vfs>, db_path: &Path) -> Result<()> {
+        if let Some(file) = st.file.clone() {
+            match self.kind {
+                RollbackKind::Delete => {
+                    drop(file);
+                    vfs.remove(&Self::path(db_path))?;
+                    st.file = None;
+                    if self.sync == Synchronous::Extra {
+                        vfs.sync_dir(&parent_dir(db_path))?;
+                    }
+                }
+                RollbackKind::Truncate => {
+                    file.set_len(0)?;
+                    if self.sync >= Synchronous::Full {
+                        file.sync_data()?;
+                    }
+                }
+                RollbackKind::Persist => {
+                    file.write_at(&[0u8; 36], 0)?;
+                    if self.sync >= Synchronous::Full {
+                        file.sync_data()?;
+                    }
+                }
+            }
+        }
+        st.records = 0;
+        st.journaled.clear();
+        st.db_dirty = false;
+        Ok(())
+    }
+
+    /// Write every valid record of the journal back into the database and
+    /// restore its size. Returns the number of pages restored, or `None`
+    /// if the journal is not hot.
+    fn play_back(&self, journal: &Arc<dyn VfsFile>, dbf: &Arc<dyn VfsFile>) -> Result<Option<u64>> {
+        let mut h = [0u8; 36];
+        if journal.read_at(&mut h, 0)? < 36 {
+            return Ok(None);
+        }
+        let Some(hdr) = parse_header(&h) else {
+            return Ok(None);
+        };
+        let ps = hdr.page_size;
+        let rec_len = ps + 8;
+        let mut rec = vec![0u8; rec_len];
+        let mut off = JOURNAL_HEADER_SIZE;
+        let mut restored = 0;
+        loop {
+            if journal.read_at(&mut rec, off)? < rec_len {
+                break;
+            }
+            let pgno = u32::from_be_bytes(rec[0..4].try_into().expect("4 bytes"));
+            let image = &rec[4..4 + ps];
+            let crc = u32::from_be_bytes(rec[4 + ps..].try_into().expect("4 bytes"));
+            if pgno == 0 || crc != record_crc(hdr.salt, pgno, image) {
+                break;
+            }
+            if pgno <= hdr.orig_pages {
+                dbf.write_at(image, (pgno as u64 - 1) * ps as u64)?;
+                restored += 1;
+            }
+            off += rec_len as u64;
+        }
+        dbf.set_len(hdr.orig_pages as u64 * ps as u64)?;
+        if self.syncs() {
+            dbf.sync_data()?;
+        }
+        Ok(Some(restored))
+    }
+}
+
+impl Journal for RollbackJournal {
+    fn mode(&self) -> JournalMode {
+        match self.kind {
+            RollbackKind::Delete => JournalMode::Delete,
+            RollbackKind::Truncate => JournalMode::Truncate,
+            RollbackKind::Persist => JournalMode::Persist,
+        }
+    }
+
+    fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
+        let jpath = Self::path(ctx.path);
+        if !ctx.vfs.exists(&jpath)? {
+            return Ok(Recovery::default());
+        }
+        let journal = ctx.vfs.open(&jpath, OpenFlags::EXISTING)?;
+        let restored = self.play_back(&journal, ctx.file)?;
+        let mut st = self.st.lock();
+        // Invalidate it the way this mode does (a journal a crashed
+        // session of another rollback mode left behind works the same).
+        st.file = Some(journal);
+        self.finish(&mut st, ctx.vfs, ctx.path)?;
+        Ok(match restored {
+            Some(n) => Recovery {
+                recovered: true,
+                pages: n,
+                detail: format!("rolled back hot journal: {n} pages restored"),
+            },
+            None => Recovery::default(),
+        })
+    }
+
+    fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        self.journal_originals(&mut st, db, set)?;
+        st.db_dirty = true;
+        for p in set.pages {
+            db.write_page(p.pgno, &p.data)?;
+        }
+        Ok(())
+    }
+
+    fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut st = self.st.lock();
+        self.journal_originals(&mut st, db, set)?;
+        st.db_dirty = true;
+        for p in set.pages {
+            db.write_page(p.pgno, &p.data)?;
+        }
+        if set.new_page_count < set.orig_page_count {
+            db.file()
+                .set_len(set.new_page_count as u64 * db.page_size as u64)?;
+        }
+        if self.syncs() {
+            db.file().sync_data()?;
+        }
+        self.finish(&mut st, &db.vfs, &db.path)
+    }
+
+    fn rollback(&self, db: &DbFile, _orig_page_count: u32) -> Result<()> {
+        let mut st = self.st.lock();
+        if !st.db_dirty {
+            return self.finish(&mut st, &db.vfs, &db.path);
+        }
+        // The database file holds pages of the transaction: only the
+        // journal can undo them. If it is gone or no longer valid (its
+        // invalidation failed half-way), the transaction may be durable
+        // and cannot be undone here: fail, so the pager requires a reopen
+        // and recovery decides.
+        let undone = match st.file.clone() {
+            Some(j) => self.play_back(&j, &db.file())?.is_some(),
+            None => false,
+        };
+        if !undone {
+            return Err(Error::corrupt(
+                Self::path(&db.path).display().to_string(),
+                0,
+                "journal gone or invalid while the database holds uncommitted pages; reopen to recover",
+            ));
+        }
+        self.finish(&mut st, &db.vfs, &db.path)
+    }
+
+    fn close(&self, db: &DbFile) -> Result<()> {
+        // A PERSIST/TRUNCATE journal stays on disk between transactions,
+        // as in SQLite; only the handle is released.
+        let _ = db;
+        self.st.lock().file = None;
+        Ok(())
+    }
+}

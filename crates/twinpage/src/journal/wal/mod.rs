@@ -1,0 +1,1070 @@
+//! Write-ahead logging (SQLite's WAL), with the DHL paper's WAL_OPT
+//! pre-allocation and the thesis' delayed checkpoint as options.
+//!
+//! A commit appends the transaction's pages to `<db>-wal` as frames; the
+//! last one is the *commit frame*. The database file changes only at a
+//! *checkpoint*, which copies the newest committed version of each logged
+//! page into it, syncs it, and lets the log *restart* from its beginning
+//! under new salts. An in-memory index maps every page to its committed
+//! versions in the log (by TID), so a reader on an old snapshot finds the
+//! version it may see while the writer appends newer ones; a checkpoint
+//! never copies a version newer than the oldest reader's snapshot, and the
+//! log restarts only when no reader needs it.
+//!
+//! Sync sequence. `synchronous=full` (and extra): write the frames (one
+//! call), fdatasync the log: every acknowledged commit is durable.
+//! `normal`: no sync at commit; the log is synced before a checkpoint
+//! writes the database, the database after it. After power loss the
+//! database is consistent, but the last commits may be missing (durability
+//! Atomic). `off`: no syncs. Whatever the level, the log header of a new
+//! generation is written and synced before its first frame, so a prefix of
+//! an older generation can never look valid.
+//!
+//! Options (`twinpage:wal,name=value,...`): `wal_autocheckpoint` (frames,
+//! default 1000, 0 = only on request and at close), `journal_size_limit`
+//! (bytes the log is truncated to at a restart; default no limit),
+//! `preallocate` (WAL_OPT: the log is created holding `wal_autocheckpoint`
+//! zeroed frames and is overwritten in place, so commits never change its
+//! size and the file system journals no metadata; a full log is
+//! checkpointed before it would grow), `delayed_checkpoint` (the thesis:
+//! checkpoint only when `wal_autocheckpoint` frames have accumulated since
+//! the last one or on request, restart the log at the end of a checkpoint
+//! instead of checking before every append). The file format is in
+//! [`format`] and docs/modes/wal.md.
+
+pub mod format;
+mod locks;
+
+pub use format::{FrameHeader, WalHeader, FRAME_HEADER_SIZE, WAL_HEADER_SIZE, WAL_MAGIC};
+pub use locks::WalLocks;
+
+use super::{
+    CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions, PageImage,
+    RecoverCtx, Recovery, TestFaults,
+};
+use crate::db::Synchronous;
+use crate::error::{Error, Pgno, Result};
+use crate::pager::{DbFile, Header, HEADER_LEN};
+use crate::storage::{parent_dir, with_suffix, OpenFlags, VfsFile};
+use format::frame_offset;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Largest single write of frames (and of pre-allocation zeros).
+const WRITE_CHUNK: usize = 1 << 20;
+/// Commits of at most this many pages skip pages that did not change
+/// (comparing costs a committed image per page, cheap only when few).
+const SAME_IMAGE_MAX_PAGES: usize = 16;
+
+/// Settings of the `wal` mode, parsed from [`ModeOptions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalOptions {
+    /// Checkpoint automatically once the log holds this many frames
+    /// (0: only on request and at close). Default 1000, as in SQLite.
+    pub autocheckpoint: u32,
+    /// After a restart, truncate a longer log to this many bytes (at least
+    /// the 40-byte header is kept). `None`: no limit.
+    pub journal_size_limit: Option<u64>,
+    /// WAL_OPT: pre-allocate `autocheckpoint` frames and overwrite them in
+    /// place.
+    pub preallocate: bool,
+    /// Delayed checkpoint: no restart check per append; checkpoint when
+    /// `autocheckpoint` frames accumulated since the last checkpoint.
+    pub delayed_checkpoint: bool,
+}
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            autocheckpoint: 1000,
+            journal_size_limit: None,
+            preallocate: false,
+            delayed_checkpoint: false,
+        }
+    }
+}
+
+impl WalOptions {
+    /// The option names the mode understands.
+    pub const NAMES: &'static [&'static str] = &[
+        "wal_autocheckpoint",
+        "journal_size_limit",
+        "preallocate",
+        "delayed_checkpoint",
+    ];
+
+    /// Parse the mode's options; unknown names are rejected. Like SQLite,
+    /// a negative `wal_autocheckpoint` disables automatic checkpoints and a
+    /// negative `journal_size_limit` means no limit.
+    pub fn parse(opts: &ModeOptions) -> Result<WalOptions> {
+        opts.only(JournalMode::Wal, Self::NAMES)?;
+        let ac: i64 = opts.parse_or("wal_autocheckpoint", 1000)?;
+        let limit: i64 = opts.parse_or("journal_size_limit", -1)?;
+        let o = WalOptions {
+            autocheckpoint: ac.clamp(0, u32::MAX as i64) as u32,
+            journal_size_limit: u64::try_from(limit).ok(),
+            preallocate: opts.flag_or("preallocate", false)?,
+            delayed_checkpoint: opts.flag_or("delayed_checkpoint", false)?,
+        };
+        if o.preallocate && o.autocheckpoint == 0 {
+            return Err(Error::InvalidArgument(
+                "preallocate needs wal_autocheckpoint > 0 (the log is sized to it)".into(),
+            ));
+        }
+        Ok(o)
+    }
+}
+
+/// One committed version of a page in the log.
+#[derive(Debug, Clone, Copy)]
+struct Version {
+    tid: u64,
+    frame: u64,
+}
+
+/// One committed transaction in the log.
+#[derive(Debug, Clone, Copy)]
+struct CommitRec {
+    tid: u64,
+    /// Frames `[0, end)` belong to this and earlier transactions.
+    end: u64,
+    /// Database size in pages after it.
+    db_size: u32,
+}
+
+/// What readers consult: the wal-index.
+#[derive(Default)]
+struct Index {
+    file: Option<Arc<dyn VfsFile>>,
+    /// Committed versions of each page, oldest first.
+    versions: HashMap<Pgno, Vec<Version>>,
+    /// Frames the in-progress transaction spilled (newest per page).
+    pending: HashMap<Pgno, u64>,
+    /// TID of the in-progress transaction that owns `pending` (0: none).
+    pending_tid: u64,
+}
+
+/// The writer's and checkpointer's state (under one mutex; the pager
+/// already serializes spills, commits, rollbacks and checkpoints).
+struct Writer {
+    file: Option<Arc<dyn VfsFile>>,
+    /// Our idea of the log's length (never shorter than the real one).
+    file_len: u64,
+    /// The log file was created in this session and its directory entry
+    /// is not yet durable.
+    needs_dir_sync: bool,
+    /// Header of the current generation and its crc (the chain's seed).
+    hdr: WalHeader,
+    hdr_crc: u32,
+    /// The current generation's header is in the file.
+    header_on_disk: bool,
+    /// Next frame to write and the checksum after the frame before it.
+    next: u64,
+    chain: u32,
+    /// End of the committed frames (SQLite's mxFrame) and the checksum there.
+    mx: u64,
+    mx_chain: u32,
+    /// Frames `[0, synced)` are known durable.
+    synced: u64,
+    /// Committed transactions of this generation, in order.
+    commits: Vec<CommitRec>,
+    /// Frames `[0, backfill)` have been copied into the database file.
+    backfill: u64,
+    /// The current write transaction has appended (spill or commit).
+    in_txn: bool,
+    /// A commit frame of the current transaction may be in the file.
+    commit_written: bool,
+    /// FCC recorded in page 1 of the database file.
+    db_fcc: u64,
+}
+
+impl Writer {
+    fn new() -> Writer {
+        let mut w = Writer {
+            file: None,
+            file_len: 0,
+            needs_dir_sync: false,
+            hdr: WalHeader {
+                page_size: 0,
+                ckpt_seq: 0,
+                salt1: crate::storage::random_u64() as u32,
+                salt2: crate::storage::random_u64() as u32,
+                base_fcc: 0,
+            },
+            hdr_crc: 0,
+            header_on_disk: false,
+            next: 0,
+            chain: 0,
+            mx: 0,
+            mx_chain: 0,
+            synced: 0,
+            commits: Vec::new(),
+            backfill: 0,
+            in_txn: false,
+            commit_written: false,
+            db_fcc: 0,
+        };
+        w.reseal();
+        w
+    }
+
+    /// TID of the last commit in the log (the base if there is none).
+    fn last_tid(&self) -> u64 {
+        self.hdr.base_fcc + self.commits.len() as u64
+    }
+
+    /// The header changed while the generation is empty: recompute its crc
+    /// (the chain seed) and have it written before the first frame.
+    fn reseal(&mut self) {
+        let (_, crc) = self.hdr.encode();
+        self.hdr_crc = crc;
+        self.chain = crc;
+        self.mx_chain = crc;
+        self.header_on_disk = false;
+    }
+
+    /// Start a new, empty generation of the log (in memory; the header is
+    /// written before its first frame).
+    fn new_generation(&mut self, base_fcc: u64) {
+        self.hdr.ckpt_seq = self.hdr.ckpt_seq.wrapping_add(1);
+        // Salt-1 always changes, so no frame of the previous generation
+        // can match; salt-2 is random as in SQLite.
+        self.hdr.salt1 = self.hdr.salt1.wrapping_add(1);
+        self.hdr.salt2 = crate::storage::random_u64() as u32;
+        self.hdr.base_fcc = base_fcc;
+        self.next = 0;
+        self.mx = 0;
+        self.synced = 0;
+        self.backfill = 0;
+        self.commits.clear();
+        self.reseal();
+    }
+}
+
+/// Counters behind [`Journal::stats`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    frames: u64,
+    backfilled: u64,
+    max_frames: u64,
+    checkpoints: u64,
+    checkpoint_pages: u64,
+    checkpoints_blocked: u64,
+    restarts: u64,
+    restarts_blocked: u64,
+    prealloc_grows: u64,
+    checkpoint_errors: u64,
+}
+
+/// The `wal` journal mode.
+pub struct WalJournal {
+    sync: Synchronous,
+    faults: TestFaults,
+    opts: WalOptions,
+    w: Mutex<Writer>,
+    idx: RwLock<Index>,
+    counters: Mutex<Counters>,
+}
+
+fn wal_path(db: &Path) -> PathBuf {
+    with_suffix(db, "-wal")
+}
+
+fn corrupt_wal(db: &Path, what: String) -> Error {
+    Error::corrupt(wal_path(db).display().to_string(), 0, what)
+}
+
+/// Apply and remove a `<db>-wal` that a WAL session left behind when the
+/// database is now opened in another mode (otherwise its committed
+/// transactions would be lost). Runs at open, before the header is read.
+pub fn checkpoint_leftover(ctx: &RecoverCtx<'_>, sync: Synchronous) -> Result<Recovery> {
+    let j = WalJournal::new(sync, TestFaults::default(), WalOptions::default());
+    let r = j.recover(ctx)?;
+    let ps = {
+        let w = j.w.lock();
+        if w.file.is_none() {
+            return Ok(r);
+        }
+        w.hdr.page_size as usize
+    };
+    if !crate::pager::valid_page_size(ps) {
+        return Ok(r);
+    }
+    let db = DbFile::new(
+        ctx.vfs.clone(),
+        ctx.path.to_path_buf(),
+        ctx.file.clone(),
+        ps,
+    );
+    j.close(&db)?;
+    Ok(r)
+}
+
+impl WalJournal {
+    /// A WAL journal with the given sync level and options.
+    pub fn new(sync: Synchronous, faults: TestFaults, opts: WalOptions) -> Self {
+        WalJournal {
+            sync,
+            faults,
+            opts,
+            w: Mutex::new(Writer::new()),
+            idx: RwLock::new(Index::default()),
+            counters: Mutex::default(),
+        }
+    }
+
+    fn syncs(&self) -> bool {
+        self.sync != Synchronous::Off
+    }
+
+    /// Pre-allocated size of the log in bytes (WAL_OPT).
+    fn capacity_bytes(&self, ps: usize) -> u64 {
+        frame_offset(self.opts.autocheckpoint as u64, ps)
+    }
+
+    fn note_frames(&self, w: &Writer) {
+        let mut c = self.counters.lock();
+        c.frames = w.mx;
+        c.backfilled = w.backfill;
+        c.max_frames = c.max_frames.max(w.mx);
+    }
+
+    /// Open or create the log file and make sure the current generation's
+    /// header is durable before any frame of it is written.
+    fn ensure_header(&self, w: &mut Writer, db: &DbFile) -> Result<()> {
+        let ps = db.page_size;
+        if w.file.is_none() {
+            let path = wal_path(&db.path);
+            let created = !db.vfs.exists(&path)?;
+            let f = db.vfs.open(&path, OpenFlags::CREATE)?;
+            w.file_len = f.len()?;
+            w.file = Some(f.clone());
+            w.needs_dir_sync = created;
+            w.header_on_disk = false;
+            self.idx.write().file = Some(f);
+        }
+        if w.header_on_disk {
+            return Ok(());
+        }
+        let file = w.file.clone().expect("opened above");
+        if self.opts.preallocate {
+            let want = self.capacity_bytes(ps);
+            if w.file_len < want {
+                // Real zeros, not set_len: a sparse file would allocate
+                // blocks (and journal metadata) at the first appends.
+                let zeros = vec![0u8; WRITE_CHUNK];
+                let mut off = w.file_len;
+                while off < want {
+                    let n = (want - off).min(WRITE_CHUNK as u64) as usize;
+                    file.write_at(&zeros[..n], off)?;
+                    off += n as u64;
+                }
+                w.file_len = want;
+            }
+        }
+        let (bytes, crc) = w.hdr.encode();
+        debug_assert_eq!(crc, w.hdr_crc);
+        file.write_at(&bytes, 0)?;
+        w.file_len = w.file_len.max(WAL_HEADER_SIZE);
+        if self.syncs() {
+            file.sync_data()?;
+            if w.needs_dir_sync {
+                db.vfs.sync_dir(&parent_dir(&db.path))?;
+                w.needs_dir_sync = false;
+            }
+        }
+        w.header_on_disk = true;
+        Ok(())
+    }
+
+    /// Is an automatic checkpoint due after a commit? The log holds
+    /// `wal_autocheckpoint` frames (delayed: that many not yet copied).
+    fn checkpoint_due(&self, w: &Writer) -> bool {
+        let n = self.opts.autocheckpoint as u64;
+        let size = if self.opts.delayed_checkpoint {
+            w.mx - w.backfill
+        } else {
+            w.mx
+        };
+        n > 0 && w.mx > 0 && size >= n
+    }
+
+    /// Before the first frame of a transaction: a pre-allocated log that
+    /// cannot take the frames is checkpointed first; the plain variant
+    /// restarts the log if it can; then the log header.
+    fn begin_append(
+        &self,
+        w: &mut Writer,
+        db: &DbFile,
+        frames: u64,
+        tid: u64,
+        oldest: u64,
+    ) -> Result<()> {
+        if !w.in_txn {
+            let n = self.opts.autocheckpoint as u64;
+            if self.opts.preallocate && w.mx > 0 && w.next + frames > n {
+                self.run_checkpoint(w, db, CheckpointMode::Passive, oldest, false)?;
+            }
+            if !self.opts.delayed_checkpoint {
+                self.try_restart(w, db, oldest)?;
+            }
+            w.in_txn = true;
+            w.commit_written = false;
+        }
+        if w.next == 0 && (w.hdr.page_size as usize != db.page_size || w.hdr.base_fcc + 1 != tid) {
+            // An empty generation starts from whatever the database is now.
+            w.hdr.page_size = db.page_size as u32;
+            w.hdr.base_fcc = tid.saturating_sub(1);
+            w.reseal();
+        }
+        if w.hdr.page_size as usize != db.page_size || tid != w.last_tid() + 1 {
+            return Err(corrupt_wal(
+                &db.path,
+                format!(
+                    "log holds TIDs up to {} with {}-byte pages; transaction {tid} has {}-byte pages",
+                    w.last_tid(),
+                    w.hdr.page_size,
+                    db.page_size
+                ),
+            ));
+        }
+        self.ensure_header(w, db)
+    }
+
+    /// Append `pages` as frames (the last one a commit frame if `commit`
+    /// gives the database size); returns (page, frame) pairs.
+    fn write_frames(
+        &self,
+        w: &mut Writer,
+        db: &DbFile,
+        pages: &[&PageImage],
+        tid: u64,
+        commit: Option<u32>,
+    ) -> Result<Vec<(Pgno, u64)>> {
+        let ps = db.page_size;
+        let fsz = FRAME_HEADER_SIZE + ps;
+        let file = w.file.clone().expect("ensure_header opened the log");
+        let per_write = (WRITE_CHUNK / fsz).max(1);
+        let mut out = Vec::with_capacity(pages.len());
+        let mut chain = w.chain;
+        let mut frame = w.next;
+        let mut batch_start = frame;
+        let mut buf = Vec::with_capacity(per_write.min(pages.len()) * fsz);
+        for (i, p) in pages.iter().enumerate() {
+            if p.data.len() != ps || p.pgno == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "page {} image of {} bytes for a {ps}-byte page",
+                    p.pgno,
+                    p.data.len()
+                )));
+            }
+            let last = i + 1 == pages.len();
+            let fh = FrameHeader {
+                pgno: p.pgno,
+                commit_size: if last { commit.unwrap_or(0) } else { 0 },
+                salt1: w.hdr.salt1,
+                salt2: w.hdr.salt2,
+                tid32: tid as u32,
+            };
+            let at = buf.len();
+            buf.resize(at + FRAME_HEADER_SIZE, 0);
+            chain = fh.encode(chain, &p.data, &mut buf[at..at + FRAME_HEADER_SIZE]);
+            buf.extend_from_slice(&p.data);
+            out.push((p.pgno, frame));
+            frame += 1;
+            if last || frame - batch_start == per_write as u64 {
+                file.write_at(&buf, frame_offset(batch_start, ps))?;
+                buf.clear();
+                batch_start = frame;
+            }
+        }
+        let end = frame_offset(frame, ps);
+        if end > w.file_len {
+            if self.opts.preallocate && w.file_len >= self.capacity_bytes(ps) {
+                // Readers pinned the log or a transaction outgrew it.
+                self.counters.lock().prealloc_grows += 1;
+            }
+            w.file_len = end;
+        }
+        w.next = frame;
+        w.chain = chain;
+        Ok(out)
+    }
+
+    /// Restart the log if everything is checkpointed, no transaction has
+    /// frames in it, and no reader needs it. Returns whether it restarted.
+    fn try_restart(&self, w: &mut Writer, db: &DbFile, oldest: u64) -> Result<bool> {
+        if w.next == 0 || w.next != w.mx {
+            return Ok(false);
+        }
+        if oldest < w.last_tid() {
+            // Checkpoint starvation: a reader's snapshot is in the log, which
+            // keeps growing although it is due for a restart.
+            let n = self.opts.autocheckpoint as u64;
+            if w.backfill == w.mx || (n > 0 && w.mx >= n) {
+                self.counters.lock().restarts_blocked += 1;
+            }
+            return Ok(false);
+        }
+        if w.backfill < w.mx {
+            return Ok(false);
+        }
+        let base = w.last_tid();
+        w.new_generation(base);
+        {
+            let mut idx = self.idx.write();
+            idx.versions.clear();
+            idx.pending.clear();
+            idx.pending_tid = 0;
+        }
+        self.counters.lock().restarts += 1;
+        self.note_frames(w);
+        if let Some(limit) = self.opts.journal_size_limit {
+            if !self.opts.preallocate && w.file_len > limit.max(WAL_HEADER_SIZE) {
+                // The new header goes first: under the old one, the frames
+                // left below the limit would be a valid prefix of the old
+                // generation and would override newer database pages.
+                self.ensure_header(w, db)?;
+                let keep = limit.max(WAL_HEADER_SIZE);
+                w.file.as_ref().expect("log is open").set_len(keep)?;
+                w.file_len = keep;
+            }
+        }
+        Ok(true)
+    }
+
+    /// The checkpoint proper: copy the newest version of each page up to
+    /// the oldest reader's snapshot into the database file, sync it, and
+    /// restart the log if `mode` (or the delayed variant) asks and no reader
+    /// needs it. `exact_fcc`: the log may vanish afterwards, so page 1 in
+    /// the database file must carry the exact FCC.
+    fn run_checkpoint(
+        &self,
+        w: &mut Writer,
+        db: &DbFile,
+        mode: CheckpointMode,
+        oldest: u64,
+        exact_fcc: bool,
+    ) -> Result<CheckpointInfo> {
+        let last = w.last_tid();
+        let limit = oldest.min(last);
+        let k = w.commits.partition_point(|c| c.tid <= limit);
+        let (safe_end, ckpt_tid, db_size) = match k {
+            0 => (0, w.hdr.base_fcc, None),
+            _ => {
+                let c = w.commits[k - 1];
+                (c.end, c.tid, Some(c.db_size))
+            }
+        };
+        let complete = safe_end == w.mx;
+        let ps = db.page_size;
+        let fix_fcc = exact_fcc && complete && w.db_fcc != ckpt_tid;
+        let (mut todo, p1_frame) = if safe_end <= w.backfill && !fix_fcc {
+            // Nothing new below the readers: no need to scan the index.
+            (Vec::new(), None)
+        } else {
+            let idx = self.idx.read();
+            let mut todo = Vec::new();
+            for (&pg, vs) in &idx.versions {
+                let n = vs.partition_point(|v| v.frame < safe_end);
+                if n > 0 && vs[n - 1].frame >= w.backfill && db_size.is_none_or(|s| pg <= s) {
+                    todo.push((pg, Some(vs[n - 1].frame)));
+                }
+            }
+            let p1 = idx.versions.get(&1).and_then(|vs| {
+                let n = vs.partition_point(|v| v.frame < safe_end);
+                (n > 0).then(|| vs[n - 1].frame)
+            });
+            (todo, p1)
+        };
+        todo.sort_unstable_by_key(|t| t.0);
+        let has_p1 = todo.first().is_some_and(|t| t.0 == 1);
+        if fix_fcc && !has_p1 {
+            todo.insert(0, (1, p1_frame));
+        }
+        if !todo.is_empty() {
+            let file = w.file.clone().expect("a log with frames is open");
+            if safe_end > w.synced && self.syncs() && !self.faults.skip_journal_sync {
+                // The frames must be durable before the database reflects
+                // them, or power loss could leave the database ahead of a
+                // log that then overrides it with older versions.
+                file.sync_data()?;
+                w.synced = w.mx;
+            }
+            let mut buf = vec![0u8; ps];
+            for &(pg, frame) in &todo {
+                match frame {
+                    Some(f) => file.read_exact_at(
+                        &mut buf,
+                        frame_offset(f, ps) + FRAME_HEADER_SIZE as u64,
+                        pg,
+                    )?,
+                    None => db.read_page(pg, &mut buf)?,
+                }
+                if pg == 1 {
+                    // Commits that change only the FCC skip page 1; the
+                    // copy in the database file gets the exact one.
+                    let mut h = Header::read_from(&buf, &db.path.display().to_string())?;
+                    h.fcc = ckpt_tid;
+                    h.write_to(&mut buf);
+                }
+                db.write_page(pg, &buf)?;
+            }
+            if complete {
+                if let Some(size) = db_size {
+                    let want = size as u64 * ps as u64;
+                    let dbf = db.file();
+                    if dbf.len()? > want {
+                        dbf.set_len(want)?;
+                    }
+                }
+            }
+            if self.syncs() {
+                db.file().sync_data()?;
+            }
+            if todo[0].0 == 1 {
+                w.db_fcc = ckpt_tid;
+            }
+            let mut c = self.counters.lock();
+            c.checkpoints += 1;
+            c.checkpoint_pages += todo.len() as u64;
+        }
+        w.backfill = w.backfill.max(safe_end);
+        let blocked = w.mx - safe_end;
+        if blocked > 0 {
+            self.counters.lock().checkpoints_blocked += 1;
+        }
+        let info = CheckpointInfo {
+            log_frames: w.mx,
+            checkpointed: w.backfill,
+            blocked_by_readers: blocked,
+        };
+        let restart = matches!(mode, CheckpointMode::Restart | CheckpointMode::Truncate)
+            || self.opts.delayed_checkpoint;
+        if restart {
+            self.try_restart(w, db, oldest)?;
+        }
+        if mode == CheckpointMode::Truncate
+            && !self.opts.preallocate
+            && w.next == 0
+            && w.file_len > 0
+        {
+            let file = w.file.clone().expect("a log with a length is open");
+            file.set_len(0)?;
+            w.file_len = 0;
+            w.header_on_disk = false;
+        }
+        self.note_frames(w);
+        Ok(info)
+    }
+
+    /// The pages of a commit that need a frame. One frame for a one-row
+    /// change, as in SQLite: page 1 is left out when only the FCC changed
+    /// (the log's TIDs carry it), and in small transactions (the
+    /// auto-commit case) so is a page whose image equals its committed one
+    /// (the full left half of an appending split, which SQLite's
+    /// balance-quick never touches). Spilled pages are always logged: their
+    /// pending frame is not the committed image.
+    fn pages_to_log<'a>(&self, set: &'a CommitSet<'_>) -> Result<Vec<&'a PageImage>> {
+        let pending: Vec<Pgno> = self.idx.read().pending.keys().copied().collect();
+        let mut prev = *set.prev_header;
+        prev.fcc = set.header.fcc;
+        let header_same = prev == *set.header;
+        let compare = set.pages.len() <= SAME_IMAGE_MAX_PAGES;
+        let mut out = Vec::with_capacity(set.pages.len());
+        let mut page1 = None;
+        for p in set.pages {
+            if pending.contains(&p.pgno) {
+                out.push(p);
+            } else if p.pgno == 1 {
+                page1 = Some(p);
+                if !header_same {
+                    out.push(p);
+                }
+            } else if !(compare
+                && p.pgno <= set.orig_page_count
+                && *set.originals.original(p.pgno)? == *p.data)
+            {
+                out.push(p);
+            }
+        }
+        if out.is_empty() {
+            // The commit frame has to be some page.
+            match page1.or(set.pages.first()) {
+                Some(p) => out.push(p),
+                None => return Err(Error::InvalidArgument("commit without pages".into())),
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_frame(file: &Arc<dyn VfsFile>, frame: u64, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
+        file.read_exact_at(
+            buf,
+            frame_offset(frame, buf.len()) + FRAME_HEADER_SIZE as u64,
+            pgno,
+        )
+    }
+}
+
+impl Journal for WalJournal {
+    fn mode(&self) -> JournalMode {
+        JournalMode::Wal
+    }
+
+    fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
+        let mut w = self.w.lock();
+        *w = Writer::new();
+        *self.idx.write() = Index::default();
+        let wpath = wal_path(ctx.path);
+        let mut probe = [0u8; HEADER_LEN];
+        let n = ctx.file.read_at(&mut probe, 0)?;
+        let db_len = ctx.file.len()?;
+        // The pager's own test for a database that is still to be created.
+        let fresh = db_len == 0 || (probe[..n].iter().all(|&b| b == 0) && db_len <= 2 * 65536);
+        let dbh = Header::read_from(&probe[..n], &ctx.path.display().to_string()).ok();
+        if let Some(h) = &dbh {
+            w.db_fcc = h.fcc;
+        }
+        if !ctx.vfs.exists(&wpath)? {
+            return Ok(Recovery::default());
+        }
+        if fresh {
+            // A log without its database (the database was deleted) must
+            // not be applied to a new one of the same name.
+            ctx.vfs.remove(&wpath)?;
+            return Ok(Recovery {
+                recovered: false,
+                pages: 0,
+                detail: "removed a WAL left without its database".into(),
+            });
+        }
+        let Some(dbh) = dbh else {
+            // The pager reports the damaged header; leave the log alone.
+            return Ok(Recovery::default());
+        };
+        let ps = dbh.page_size as usize;
+        let file = ctx.vfs.open(&wpath, OpenFlags::EXISTING)?;
+        let len = file.len()?;
+        w.file_len = len;
+        w.file = Some(file.clone());
+        self.idx.write().file = Some(file.clone());
+        w.hdr.page_size = ps as u32;
+        w.hdr.base_fcc = dbh.fcc;
+        w.reseal();
+        let mut hb = [0u8; WAL_HEADER_SIZE as usize];
+        let got = file.read_at(&mut hb, 0)?;
+        let Some((hdr, crc)) = (got == hb.len()).then(|| WalHeader::decode(&hb)).flatten() else {
+            // No valid header: the log was being created or truncated.
+            return Ok(Recovery::default());
+        };
+        if hdr.page_size as usize != ps {
+            return Err(corrupt_wal(
+                ctx.path,
+                format!(
+                    "log has {}-byte pages, the database {ps}-byte pages",
+                    hdr.page_size
+                ),
+            ));
+        }
+        w.hdr = hdr;
+        w.hdr_crc = crc;
+        w.header_on_disk = true;
+
+        // Scan frames while salts, TIDs and the checksum chain hold.
+        let fsz = FRAME_HEADER_SIZE + ps;
+        let total = len.saturating_sub(WAL_HEADER_SIZE) / fsz as u64;
+        let batch = (WRITE_CHUNK / fsz).max(1) as u64;
+        let mut buf = vec![0u8; batch as usize * fsz];
+        let mut chain = crc;
+        let mut frame = 0u64;
+        let mut txn: HashMap<Pgno, u64> = HashMap::new();
+        let mut versions: HashMap<Pgno, Vec<Version>> = HashMap::new();
+        let (mut mx, mut mx_chain) = (0u64, crc);
+        'scan: while frame < total {
+            let n = (total - frame).min(batch);
+            let bytes = &mut buf[..n as usize * fsz];
+            file.read_exact_at(bytes, frame_offset(frame, ps), 0)?;
+            for fb in bytes.chunks_exact(fsz) {
+                let Some((fh, c)) =
+                    FrameHeader::decode(&fb[..FRAME_HEADER_SIZE], chain, &fb[FRAME_HEADER_SIZE..])
+                else {
+                    break 'scan;
+                };
+                let tid = hdr.base_fcc + w.commits.len() as u64 + 1;
+                if fh.salt1 != hdr.salt1
+                    || fh.salt2 != hdr.salt2
+                    || fh.pgno == 0
+                    || fh.tid32 != tid as u32
+                    || fh.commit_size == 1
+                {
+                    break 'scan;
+                }
+                chain = c;
+                txn.insert(fh.pgno, frame);
+                frame += 1;
+                if fh.commit_size != 0 {
+                    for (pg, f) in txn.drain() {
+                        if pg <= fh.commit_size {
+                            versions
+                                .entry(pg)
+                                .or_default()
+                                .push(Version { tid, frame: f });
+                        }
+                    }
+                    w.commits.push(CommitRec {
+                        tid,
+                        end: frame,
+                        db_size: fh.commit_size,
+                    });
+                    mx = frame;
+                    mx_chain = chain;
+                }
+            }
+        }
+        let log_end = w.last_tid();
+        if log_end < dbh.fcc {
+            // The database is newer than everything in the log (a log that
+            // outlived its checkpoint by other means): never apply it. The
+            // next append starts a new generation over it.
+            w.commits.clear();
+            w.hdr.salt1 = w.hdr.salt1.wrapping_add(1);
+            w.hdr.base_fcc = dbh.fcc;
+            w.reseal();
+            return Ok(Recovery {
+                recovered: false,
+                pages: 0,
+                detail: format!(
+                    "ignored a WAL ending at TID {log_end} below the database's {}",
+                    dbh.fcc
+                ),
+            });
+        }
+        w.next = mx;
+        w.mx = mx;
+        w.chain = mx_chain;
+        w.mx_chain = mx_chain;
+        // After a process crash the frames may sit in the OS cache only:
+        // sync before the first checkpoint relies on them.
+        w.synced = 0;
+        let pages = versions.len() as u64;
+        self.idx.write().versions = versions;
+        self.note_frames(&w);
+        let Some(last) = w.commits.last().copied() else {
+            return Ok(Recovery::default());
+        };
+        // Pages past the end of the database file live in the log; the file
+        // must cover the page count all the same.
+        let need = last.db_size as u64 * ps as u64;
+        if db_len < need {
+            ctx.file.set_len(need)?;
+        }
+        Ok(Recovery {
+            recovered: true,
+            pages,
+            detail: format!(
+                "WAL: {} transactions in {mx} committed frames ({pages} pages) to TID {}; {} frames after them ignored",
+                w.commits.len(),
+                last.tid,
+                total - mx
+            ),
+        })
+    }
+
+    fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        if set.pages.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.w.lock();
+        let pages: Vec<&PageImage> = set.pages.iter().collect();
+        self.begin_append(&mut w, db, pages.len() as u64, set.tid, set.oldest_snapshot)?;
+        let frames = self.write_frames(&mut w, db, &pages, set.tid, None)?;
+        let mut idx = self.idx.write();
+        idx.pending_tid = set.tid;
+        idx.pending.extend(frames);
+        Ok(())
+    }
+
+    fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
+        let mut w = self.w.lock();
+        let pages = self.pages_to_log(set)?;
+        self.begin_append(&mut w, db, pages.len() as u64, set.tid, set.oldest_snapshot)?;
+        w.commit_written = true;
+        let frames = self.write_frames(&mut w, db, &pages, set.tid, Some(set.new_page_count))?;
+        if self.sync >= Synchronous::Full && !self.faults.skip_journal_sync {
+            w.file.as_ref().expect("log is open").sync_data()?;
+            w.synced = w.next;
+        }
+        // Publish: from here on readers with a new enough snapshot see it.
+        {
+            let mut idx = self.idx.write();
+            let mut newest = std::mem::take(&mut idx.pending);
+            newest.extend(frames);
+            for (pg, f) in newest {
+                if pg <= set.new_page_count {
+                    idx.versions.entry(pg).or_default().push(Version {
+                        tid: set.tid,
+                        frame: f,
+                    });
+                }
+            }
+            idx.pending_tid = 0;
+        }
+        let end = w.next;
+        w.commits.push(CommitRec {
+            tid: set.tid,
+            end,
+            db_size: set.new_page_count,
+        });
+        w.mx = end;
+        w.mx_chain = w.chain;
+        w.in_txn = false;
+        w.commit_written = false;
+        self.note_frames(&w);
+        Ok(())
+    }
+
+    fn rollback(&self, db: &DbFile, _orig_page_count: u32) -> Result<()> {
+        let mut w = self.w.lock();
+        {
+            let mut idx = self.idx.write();
+            idx.pending.clear();
+            idx.pending_tid = 0;
+        }
+        let cut = w.commit_written && w.next > w.mx;
+        w.next = w.mx;
+        w.chain = w.mx_chain;
+        w.in_txn = false;
+        w.commit_written = false;
+        if cut {
+            // A failed commit may have left a complete commit frame; break
+            // the chain at the first frame past the committed end so that
+            // recovery can never resurrect it.
+            // Every byte is complemented, so whichever sectors of this
+            // write survive a crash, they change checksummed bytes.
+            let file = w.file.clone().expect("log is open");
+            let at = frame_offset(w.mx, db.page_size);
+            let mut h = [0u8; FRAME_HEADER_SIZE];
+            file.read_exact_at(&mut h, at, 0)?;
+            h.iter_mut().for_each(|b| *b = !*b);
+            file.write_at(&h, at)?;
+            if self.syncs() {
+                file.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&self, db: &DbFile) -> Result<()> {
+        let mut w = self.w.lock();
+        if w.file.is_none() {
+            return Ok(());
+        }
+        self.run_checkpoint(&mut w, db, CheckpointMode::Restart, u64::MAX, true)?;
+        if w.next == 0 {
+            if self.opts.preallocate {
+                // Keep the allocation; the new header invalidates the frames.
+                self.ensure_header(&mut w, db)?;
+            } else {
+                // Like SQLite's last connection: the log is gone. Losing
+                // the unlink to power loss is harmless (fully backfilled).
+                w.file = None;
+                self.idx.write().file = None;
+                db.vfs.remove(&wal_path(&db.path))?;
+            }
+        }
+        w.file = None;
+        *self.idx.write() = Index::default();
+        Ok(())
+    }
+
+    fn read_page(&self, db: &DbFile, pgno: Pgno, snapshot: u64, buf: &mut [u8]) -> Result<()> {
+        // The read lock is held across the frame read, so a restart (which
+        // lets frames be overwritten) cannot slip in between.
+        let idx = self.idx.read();
+        if let Some(file) = &idx.file {
+            let pending = (idx.pending_tid != 0 && snapshot >= idx.pending_tid)
+                .then(|| idx.pending.get(&pgno).copied())
+                .flatten();
+            let frame = pending.or_else(|| {
+                let vs = idx.versions.get(&pgno)?;
+                let n = vs.partition_point(|v| v.tid <= snapshot);
+                (n > 0).then(|| vs[n - 1].frame)
+            });
+            if let Some(f) = frame {
+                return Self::read_frame(file, f, pgno, buf);
+            }
+        }
+        db.read_page(pgno, buf)
+    }
+
+    fn fixup_header(&self, header: &mut Header) -> Result<()> {
+        let w = self.w.lock();
+        if !w.header_on_disk {
+            return Ok(());
+        }
+        match w.commits.last() {
+            Some(c) => {
+                header.fcc = c.tid;
+                header.page_count = c.db_size;
+            }
+            None => header.fcc = header.fcc.max(w.hdr.base_fcc),
+        }
+        Ok(())
+    }
+
+    fn after_commit(&self, db: &DbFile, oldest_snapshot: u64) -> Result<()> {
+        // The automatic checkpoint, on the commit that filled the log (as
+        // SQLite's WAL hook does; DASH Table 2's latency spikes). It must
+        // not run inside `commit`: a reader starting before the pager
+        // installs the commit would get the previous snapshot, which the
+        // copy could overwrite in the database file.
+        let mut w = self.w.lock();
+        if self.checkpoint_due(&w) {
+            if let Err(e) =
+                self.run_checkpoint(&mut w, db, CheckpointMode::Passive, oldest_snapshot, false)
+            {
+                self.counters.lock().checkpoint_errors += 1;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn checkpoint(
+        &self,
+        db: &DbFile,
+        mode: CheckpointMode,
+        oldest_snapshot: u64,
+    ) -> Result<CheckpointInfo> {
+        let mut w = self.w.lock();
+        if w.file.is_none() {
+            return Ok(CheckpointInfo::default());
+        }
+        self.run_checkpoint(
+            &mut w,
+            db,
+            mode,
+            oldest_snapshot,
+            mode == CheckpointMode::Truncate,
+        )
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let c = *self.counters.lock();
+        vec![
+            ("wal_frames", c.frames),
+            ("wal_backfilled", c.backfilled),
+            ("wal_max_frames", c.max_frames),
+            ("checkpoints", c.checkpoints),
+            ("checkpoint_pages", c.checkpoint_pages),
+            ("checkpoints_blocked_by_readers", c.checkpoints_blocked),
+            ("restarts", c.restarts),
+            ("restarts_blocked_by_readers", c.restarts_blocked),
+            ("prealloc_grows", c.prealloc_grows),
+            ("checkpoint_errors", c.checkpoint_errors),
+        ]
+    }
+}

@@ -1,0 +1,40 @@
+//! twinpage: an embedded, single-file, crash-safe transactional storage
+//! engine with pluggable recovery schemes.
+//!
+//! Layers, bottom to top (see ARCHITECTURE.md):
+//! [`storage`] (file I/O, counting, simulated file systems) →
+//! [`pager`] (page cache, header, free list, transactions) →
+//! [`node`] (on-page node formats) → [`btree`] (B+tree algorithms) →
+//! [`journal`] (recovery schemes, one module each) → [`lock`]
+//! (concurrency control) → [`Db`] (the public API) → tools
+//! ([`check`], the `twinpage` binary).
+//!
+//! ```no_run
+//! use twinpage::{Db, Options, JournalMode};
+//! let db = Db::open("app.db", Options::default().journal_mode(JournalMode::Persist))?;
+//! db.create_table("users")?;
+//! db.put("users", b"alice", b"{...}")?;
+//! let mut txn = db.begin_write()?;
+//! txn.put("users", b"bob", b"{...}")?;
+//! txn.delete("users", b"alice")?;
+//! txn.commit()?;
+//! assert!(db.get("users", b"alice")?.is_none());
+//! db.close()?;
+//! # Ok::<(), twinpage::Error>(())
+//! ```
+
+pub mod btree;
+pub mod check;
+mod db;
+pub mod error;
+pub mod journal;
+pub mod keys;
+pub mod lock;
+pub mod node;
+pub mod pager;
+pub mod storage;
+
+pub use db::{Db, Direction, Options, ReadTxn, Stats, Synchronous, WriteTxn};
+pub use error::{Error, Pgno, Result};
+pub use journal::JournalMode;
+pub use storage::{IoSnapshot, Vfs};
