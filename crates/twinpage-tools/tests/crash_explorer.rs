@@ -5,7 +5,8 @@
 //! in the test profile. Set `TWINPAGE_CRASH_SCALE=10` for a longer run, or
 //! use `twinpage crashtest`.
 
-use twinpage::journal::{Durability, TestFaults};
+use twinpage::journal::TestFaults;
+use twinpage::Durability;
 use twinpage::{JournalMode, Synchronous};
 use twinpage_sim::sim::PersistenceModel;
 use twinpage_tools::crash::explore::{explore, ExploreConfig, Report};

@@ -1,61 +1,21 @@
 //! The public API: [`Db`], [`ReadTxn`], [`WriteTxn`], [`Options`].
 
-use crate::btree::{self, PageRead, RangeIter, TreeConfig};
-use crate::check::{self, CheckReport};
-use crate::error::{Error, Pgno, Result};
+use crate::base::{Durability, Synchronous};
+use crate::base::{Error, Pgno, Result};
+use crate::btree::walk::{self, CheckReport};
+use crate::btree::{self, RangeIter, TreeConfig};
 use crate::journal::{
-    CheckpointInfo, CheckpointMode, Durability, JournalMode, ModeOptions, Recovery, TestFaults,
+    CheckpointInfo, CheckpointMode, JournalMode, ModeOptions, Recovery, TestFaults,
 };
+use crate::page::PageRead;
 use crate::pager::{Pager, PagerConfig, ReadPages, WritePages};
 use crate::storage::{CountingVfs, IoCounters, IoSnapshot, OsVfs, Vfs};
 use parking_lot::Mutex;
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// When the engine waits for the storage device (SQLite's `synchronous`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Synchronous {
-    /// Never sync: fast, not crash-safe.
-    Off,
-    /// Sync at the critical moments only; after power loss the database is
-    /// consistent but the last commits may be rolled back.
-    Normal,
-    /// Sync so that every acknowledged commit survives (except DELETE mode,
-    /// whose unlink is not synced, as in SQLite).
-    Full,
-    /// FULL plus a directory sync after the DELETE-mode unlink.
-    Extra,
-}
-
-impl FromStr for Synchronous {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "off" | "0" => Ok(Synchronous::Off),
-            "normal" | "1" => Ok(Synchronous::Normal),
-            "full" | "2" => Ok(Synchronous::Full),
-            "extra" | "3" => Ok(Synchronous::Extra),
-            _ => Err(Error::InvalidArgument(format!(
-                "synchronous must be off, normal, full or extra, not {s:?}"
-            ))),
-        }
-    }
-}
-
-impl fmt::Display for Synchronous {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Synchronous::Off => "off",
-            Synchronous::Normal => "normal",
-            Synchronous::Full => "full",
-            Synchronous::Extra => "extra",
-        })
-    }
-}
 
 /// Scan direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,12 +243,12 @@ impl Db {
             return Ok(None);
         }
         let f = vfs.open(path, crate::storage::OpenFlags::EXISTING)?;
-        let mut h = [0u8; crate::pager::HEADER_LEN];
+        let mut h = [0u8; crate::base::HEADER_LEN];
         let n = f.read_at(&mut h, 0)?;
         if n == 0 || h[..n].iter().all(|&b| b == 0) {
             return Ok(None);
         }
-        let header = crate::pager::Header::read_from(&h[..n], &path.display().to_string())?;
+        let header = crate::base::Header::read_from(&h[..n], &path.display().to_string())?;
         JournalMode::from_code(header.journal_mode)
             .map(Some)
             .ok_or_else(|| {
@@ -406,7 +366,7 @@ impl Db {
     /// and that together they cover the file exactly once.
     pub fn check(&self) -> Result<CheckReport> {
         let r = self.begin_read()?;
-        check::check(&r.pages, &r.pages.snap)
+        walk::check(&r.pages, &r.pages.snap)
     }
 
     /// Cumulative I/O counters since open.

@@ -23,18 +23,19 @@
 //! # Ok::<(), twinpage::Error>(())
 //! ```
 
+pub mod base;
 pub mod btree;
-pub mod check;
+pub mod cc;
 mod db;
-pub mod error;
 pub mod journal;
 pub mod keys;
-pub mod lock;
 pub mod node;
+pub mod page;
 pub mod pager;
 pub mod storage;
 
-pub use db::{Db, Direction, Options, ReadTxn, Stats, Synchronous, WriteTxn};
-pub use error::{Error, Pgno, Result};
+pub use base::{error, Durability, Error, Pgno, Result, Synchronous};
+pub use btree::walk as check;
+pub use db::{Db, Direction, Options, ReadTxn, Stats, WriteTxn};
 pub use journal::JournalMode;
 pub use storage::{IoSnapshot, Vfs};

@@ -92,7 +92,7 @@ fn run_mode(mode: JournalMode, sync: Synchronous) -> usize {
                         got == old || got == new,
                         "{mode} {sync}: cut {cut} recovery cut {rec_cut}: neither old nor new state"
                     );
-                    if acked && mode.durability(sync) == twinpage::journal::Durability::Durable {
+                    if acked && mode.durability(sync) == twinpage::Durability::Durable {
                         assert!(got == new, "{mode}: acknowledged commit lost at cut {cut}");
                     }
                     std::mem::forget(db); // power is cut: no clean close

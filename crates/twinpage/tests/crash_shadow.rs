@@ -16,8 +16,8 @@ use common::*;
 use dash_fs::*;
 use std::path::Path;
 use std::sync::Arc;
-use twinpage::journal::Durability;
 use twinpage::storage::{MemVfs, Vfs};
+use twinpage::Durability;
 use twinpage::{Db, JournalMode, Options, Result, Synchronous};
 
 const PATH: &str = "/crash.db";

@@ -13,8 +13,9 @@ use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use twinpage::journal::{CheckpointMode, Durability};
+use twinpage::journal::CheckpointMode;
 use twinpage::storage::{MemVfs, Vfs};
+use twinpage::Durability;
 use twinpage::{Db, JournalMode, Options, Result, Synchronous};
 
 const PATH: &str = "/crash.db";

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use twinpage::journal::Durability;
+use twinpage::Durability;
 use twinpage::{Db, Error, JournalMode, Options, Result, Synchronous};
 
 /// The workload of the child for a seed: long enough never to finish

@@ -22,8 +22,9 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use twinpage::journal::{Durability, ModeOptions, TestFaults};
+use twinpage::journal::{ModeOptions, TestFaults};
 use twinpage::storage::Vfs;
+use twinpage::Durability;
 use twinpage::{Db, Error, JournalMode, Options, Result, Synchronous};
 use twinpage_sim::sim::{CrashImage, CrashSpec, PersistenceModel, SimLog, SimVfs};
 

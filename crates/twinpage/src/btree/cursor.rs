@@ -2,9 +2,10 @@
 //! from the root (no sibling pointers: shadowing and versioned formats
 //! rewrite pages, and sibling links would force extra page writes).
 
-use super::{child_at, child_index, read_value, PageRead, MAX_DEPTH};
-use crate::error::{Error, Pgno, Result};
+use super::{child_at, child_index, read_value, MAX_DEPTH};
+use crate::base::{Error, Pgno, Result};
 use crate::node::Node;
+use crate::page::PageRead;
 use std::ops::Bound;
 use std::sync::Arc;
 

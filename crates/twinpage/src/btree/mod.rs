@@ -6,58 +6,16 @@
 //! [`PageWrite`]; they do not know the node format or the journal mode.
 
 mod cursor;
+pub mod walk;
 
 pub use cursor::RangeIter;
 
-use crate::error::{Error, Pgno, Result};
-use crate::node::{EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat, Value};
-use std::sync::Arc;
+use crate::base::{Error, Pgno, Result};
+use crate::node::{InteriorCell, LeafCell, Node, Value};
+use crate::page::{PageRead, PageWrite};
 
 /// Deeper than this means a cycle in a damaged file.
 pub const MAX_DEPTH: usize = 40;
-
-/// Read access to pages (the committed state, or a writer's view).
-pub trait PageRead {
-    /// Page size in bytes.
-    fn page_size(&self) -> usize;
-    /// The node format.
-    fn format(&self) -> &dyn NodeFormat;
-    /// Pages in the database (as this view sees it).
-    fn page_count(&self) -> u32;
-    /// Logical view of a tree page.
-    fn node(&self, pgno: Pgno) -> Result<Arc<Node>>;
-    /// Raw bytes of a page (overflow and free-list pages).
-    fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>>;
-    /// The free pages, when the pager keeps the free list in memory (the
-    /// in-page schemes); `None` when it lives in trunk pages chained from
-    /// the header.
-    fn free_pages(&self) -> Option<Vec<Pgno>> {
-        None
-    }
-}
-
-/// Write access: the private pages of a write transaction.
-pub trait PageWrite: PageRead {
-    /// Replace a tree page's logical content.
-    fn put_node(&mut self, pgno: Pgno, node: Node) -> Result<()>;
-    /// Replace a page's raw bytes.
-    fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()>;
-    /// A page to use (from the free list, or a new one).
-    fn allocate(&mut self) -> Result<Pgno>;
-    /// Give a page back (it joins the free list at commit).
-    fn free(&mut self, pgno: Pgno) -> Result<()>;
-    /// Whether `node` fits on page `pgno` (formats that keep the previous
-    /// version in the page need that page's committed image to tell).
-    fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool>;
-    /// Whether `node` fits on a page this transaction allocates.
-    fn fits_fresh(&self, node: &Node) -> bool {
-        let ctx = EncodeCtx {
-            page_size: self.page_size(),
-            tid: 0,
-        };
-        self.format().fits(node, None, &ctx)
-    }
-}
 
 /// Tree maintenance switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

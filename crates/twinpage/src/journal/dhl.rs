@@ -23,11 +23,12 @@
 //! `docs/modes/dhl.md` for the rules and why each step is safe.
 
 use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
-use crate::db::Synchronous;
-use crate::error::{Error, Pgno, Result};
+use crate::base::Synchronous;
+use crate::base::{Error, Pgno, Result};
+use crate::base::{Header, HEADER_LEN};
 use crate::node::dhl::CommitRecord;
 use crate::node::{DhlFormat, NodeFormat};
-use crate::pager::{DbFile, Header, HEADER_LEN};
+use crate::storage::DbFile;
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};

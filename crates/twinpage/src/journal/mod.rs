@@ -19,11 +19,12 @@ pub mod shadow;
 
 pub use shadow::DashJournal;
 
-use crate::db::Synchronous;
-use crate::error::{Error, Pgno, Result};
-use crate::lock::{LockManager, SqliteLocks};
+use crate::base::Header;
+use crate::base::{Durability, Synchronous};
+use crate::base::{Error, Pgno, Result};
+use crate::cc::{LockManager, SqliteLocks};
 use crate::node::{DhlFormat, NodeFormat, SlottedFormat};
-use crate::pager::{DbFile, Header};
+use crate::storage::DbFile;
 use crate::storage::{Vfs, VfsFile};
 use std::fmt;
 use std::path::Path;
@@ -267,19 +268,6 @@ impl ModeOptions {
     fn reject_all(&self, mode: JournalMode) -> Result<()> {
         self.only(mode, &[])
     }
-}
-
-/// What a mode guarantees across power loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// After a crash the database holds exactly the last acknowledged
-    /// commit, or a later one that was in flight.
-    Durable,
-    /// After a crash the database holds some committed state; the last
-    /// acknowledged commits may be missing.
-    Atomic,
-    /// No guarantee: a crash during commit may tear the database.
-    None,
 }
 
 /// Switches that deliberately break a mode, so tests can prove that the

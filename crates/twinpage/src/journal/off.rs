@@ -11,11 +11,12 @@
 
 use super::dhl::header_must_be_written;
 use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
-use crate::db::Synchronous;
-use crate::error::{Pgno, Result};
+use crate::base::Synchronous;
+use crate::base::{Header, HEADER_LEN};
+use crate::base::{Pgno, Result};
 use crate::node::slotted::{INTERIOR, LEAF};
 use crate::node::{NodeFormat, SlottedFormat, SlottedMetaFormat, META_TRAILER};
-use crate::pager::{DbFile, Header, HEADER_LEN};
+use crate::storage::DbFile;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;

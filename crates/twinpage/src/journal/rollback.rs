@@ -25,9 +25,9 @@
 //! an earlier transaction (PERSIST, TRUNCATE interrupted) are never replayed.
 
 use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
-use crate::db::Synchronous;
-use crate::error::{Error, Pgno, Result};
-use crate::pager::DbFile;
+use crate::base::Synchronous;
+use crate::base::{Error, Pgno, Result};
+use crate::storage::DbFile;
 use crate::storage::{parent_dir, with_suffix, OpenFlags, Vfs, VfsFile};
 use parking_lot::Mutex;
 use std::collections::HashSet;

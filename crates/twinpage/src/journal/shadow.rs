@@ -24,10 +24,11 @@
 //! layout, the decision table and why ⟨n+1, n⟩ is undone, not redone.
 
 use super::{CommitSet, Journal, JournalMode, PreOpenCtx, RecoverCtx, Recovery};
-use crate::db::Synchronous;
-use crate::error::{Error, Pgno, Result};
-use crate::pager::{wait_os_lock, DbFile, Header, HEADER_LEN};
+use crate::base::Synchronous;
+use crate::base::{Error, Pgno, Result};
+use crate::base::{Header, HEADER_LEN};
 use crate::storage::{parent_dir, with_suffix, OpenFlags, Vfs, VfsFile};
+use crate::storage::{wait_os_lock, DbFile};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! Every length is checked against the page before it is used.
 
 use super::{InteriorCell, LeafCell, Value};
-use crate::error::{Error, Pgno, Result};
+use crate::base::{Error, Pgno, Result};
 
 /// Bytes of a LEB128 varint.
 pub(crate) fn varint_len(mut v: u64) -> usize {

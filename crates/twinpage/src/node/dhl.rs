@@ -33,7 +33,7 @@
 
 use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
-use crate::error::{Error, Pgno, Result};
+use crate::base::{Error, Pgno, Result};
 
 /// Size of one slot header.
 pub const SLOT_LEN: usize = 32;

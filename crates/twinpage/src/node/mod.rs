@@ -15,7 +15,7 @@ pub mod slotted;
 pub use dhl::DhlFormat;
 pub use slotted::{SlottedFormat, SlottedMetaFormat, META_TRAILER};
 
-use crate::error::{Pgno, Result};
+use crate::base::{Pgno, Result};
 
 /// A value as stored in a leaf cell.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@
 
 use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
-use crate::error::{Error, Pgno, Result};
+use crate::base::{Error, Pgno, Result};
 
 /// Page-type byte of a leaf.
 pub const LEAF: u8 = 0x0D;

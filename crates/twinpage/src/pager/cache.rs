@@ -2,7 +2,7 @@
 //! view) with CLOCK eviction. Uncommitted pages never enter it; they live
 //! in the writer's private dirty set until commit.
 
-use crate::error::Pgno;
+use crate::base::Pgno;
 use crate::node::Node;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -12,58 +12,12 @@
 //! at a clean close, and is rebuilt by walking the trees after a crash.
 
 use super::WritePages;
-use crate::btree::{PageRead, PageWrite};
-use crate::error::{Error, Pgno, Result};
-
-fn be(raw: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(raw[at..at + 4].try_into().expect("4 bytes"))
-}
-
-/// Leaf slots per trunk page.
-pub fn trunk_capacity(page_size: usize) -> usize {
-    (page_size - 8) / 4
-}
+use crate::base::freelist::{be, parse_trunk, trunk_capacity};
+use crate::base::{Error, Pgno, Result};
+use crate::page::{PageRead, PageWrite};
 
 fn corrupt(wp: &WritePages<'_>, pgno: Pgno, what: String) -> Error {
     Error::corrupt(wp.pager.db.path.display().to_string(), pgno, what)
-}
-
-/// Parse a trunk page: (next trunk, leaves), validated.
-pub fn parse_trunk(
-    raw: &[u8],
-    pgno: Pgno,
-    page_count: u32,
-    file: &str,
-) -> Result<(Pgno, Vec<Pgno>)> {
-    let next = be(raw, 0);
-    let count = be(raw, 4) as usize;
-    if count > trunk_capacity(raw.len()) {
-        return Err(Error::corrupt(
-            file,
-            pgno,
-            format!("free-list trunk claims {count} leaves"),
-        ));
-    }
-    if next > page_count {
-        return Err(Error::corrupt(
-            file,
-            pgno,
-            format!("free-list next trunk {next} out of range"),
-        ));
-    }
-    let mut leaves = Vec::with_capacity(count);
-    for i in 0..count {
-        let l = be(raw, 8 + 4 * i);
-        if l < 3 || l > page_count {
-            return Err(Error::corrupt(
-                file,
-                pgno,
-                format!("free-list leaf {l} out of range"),
-            ));
-        }
-        leaves.push(l);
-    }
-    Ok((next, leaves))
 }
 
 /// Leaf slots per trunk page when the format reserves a tail.

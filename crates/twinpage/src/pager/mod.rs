@@ -10,82 +10,25 @@
 
 mod cache;
 mod freelist;
-pub mod header;
 
 pub use cache::{CachedPage, PageCache};
-pub use header::{valid_page_size, Header, HEADER_LEN, MAGIC};
 
-/// Parse a free-list trunk page: (next trunk, leaf pages), validated.
-pub fn freelist_parse(raw: &[u8], pgno: Pgno, page_count: u32) -> Result<(Pgno, Vec<Pgno>)> {
-    freelist::parse_trunk(raw, pgno, page_count, "database")
-}
-
-use crate::btree::{PageRead, PageWrite};
-use crate::db::Synchronous;
-use crate::error::{Error, Pgno, Result};
+use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
+use crate::base::{Error, Pgno, Result};
+use crate::cc::LockManager;
 use crate::journal::{
     shadow, CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions,
     OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, RollbackJournal, RollbackKind,
     TestFaults,
 };
-use crate::lock::LockManager;
 use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat};
-use crate::storage::{parent_dir, with_suffix, FileLock, OpenFlags, Vfs, VfsFile};
+use crate::page::{PageRead, PageWrite};
+use crate::storage::{parent_dir, wait_os_lock, with_suffix, DbFile, OpenFlags, Vfs, VfsFile};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The database file as the journal modes see it.
-pub struct DbFile {
-    /// The file system (counted).
-    pub vfs: Arc<dyn Vfs>,
-    /// Database path.
-    pub path: PathBuf,
-    /// Open database file; replaceable because DASH's Atomic Exchange
-    /// renames another inode to the database name at every commit.
-    file: parking_lot::RwLock<Arc<dyn VfsFile>>,
-    /// Page size in bytes.
-    pub page_size: usize,
-}
-
-impl DbFile {
-    /// A database file handle.
-    pub fn new(vfs: Arc<dyn Vfs>, path: PathBuf, file: Arc<dyn VfsFile>, page_size: usize) -> Self {
-        DbFile {
-            vfs,
-            path,
-            file: parking_lot::RwLock::new(file),
-            page_size,
-        }
-    }
-
-    /// The open database file.
-    pub fn file(&self) -> Arc<dyn VfsFile> {
-        self.file.read().clone()
-    }
-
-    /// Replace the open handle (after a rename put another file at the
-    /// database path).
-    pub fn set_file(&self, f: Arc<dyn VfsFile>) {
-        *self.file.write() = f;
-    }
-
-    fn offset(&self, pgno: Pgno) -> u64 {
-        (pgno as u64 - 1) * self.page_size as u64
-    }
-
-    /// Read page `pgno` into `buf` (one page).
-    pub fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
-        self.file().read_exact_at(buf, self.offset(pgno), pgno)
-    }
-
-    /// Write one page image.
-    pub fn write_page(&self, pgno: Pgno, data: &[u8]) -> Result<()> {
-        self.file().write_at(data, self.offset(pgno))
-    }
-}
 
 /// Settings the pager needs at open.
 #[derive(Clone)]
@@ -139,21 +82,6 @@ pub struct Pager {
     pub recovery: Recovery,
     /// The previous session did not close cleanly.
     pub opened_after_crash: bool,
-}
-
-/// Take an exclusive advisory lock on `file`, retrying until `timeout`;
-/// `Error::Locked(path)` if another holder keeps it.
-pub(crate) fn wait_os_lock(file: &Arc<dyn VfsFile>, path: &Path, timeout: Duration) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if file.try_lock(FileLock::Exclusive)? {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::Locked(path.to_path_buf()));
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 impl Pager {
@@ -329,8 +257,12 @@ impl Pager {
                 let raw = self.committed_raw(trunk, None)?;
                 self.format
                     .check_raw(trunk, &raw, &self.decode_ctx(h.fcc))?;
-                let (next, leaves) =
-                    freelist::parse_trunk(&raw, trunk, h.page_count, &self.file_name())?;
+                let (next, leaves) = crate::base::freelist::parse_trunk(
+                    &raw,
+                    trunk,
+                    h.page_count,
+                    &self.file_name(),
+                )?;
                 list.push(trunk);
                 list.extend(leaves);
                 trunk = next;
@@ -350,7 +282,7 @@ impl Pager {
                 pager: self,
                 snap: h,
             };
-            if let Ok(used) = crate::check::reachable(&view, &h) {
+            if let Ok(used) = crate::btree::walk::reachable(&view, &h) {
                 list = (2..=h.page_count).filter(|&p| !used[p as usize]).collect();
             }
         }

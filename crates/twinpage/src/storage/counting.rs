@@ -2,7 +2,7 @@
 //! The counters are public API; the benchmark and the main job read them.
 
 use super::{FileLock, OpenFlags, Vfs, VfsFile};
-use crate::error::Result;
+use crate::base::Result;
 use parking_lot::Mutex;
 use std::fmt;
 use std::path::{Path, PathBuf};

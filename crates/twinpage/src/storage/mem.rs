@@ -2,7 +2,7 @@
 //! removed or renamed file stays readable through handles already open.
 
 use super::{FileLock, OpenFlags, Vfs, VfsFile};
-use crate::error::{Error, Result};
+use crate::base::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -7,14 +7,16 @@
 //! any of them and counts every call.
 
 mod counting;
+mod dbfile;
 mod mem;
 mod os;
 
 pub use counting::{CountingVfs, IoCounters, IoEvent, IoSnapshot};
+pub use dbfile::{wait_os_lock, DbFile};
 pub use mem::MemVfs;
 pub use os::OsVfs;
 
-use crate::error::Result;
+use crate::base::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -96,7 +98,7 @@ impl dyn VfsFile {
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64, page: u32) -> Result<()> {
         let n = self.read_at(buf, offset)?;
         if n != buf.len() {
-            return Err(crate::Error::corrupt(
+            return Err(crate::base::Error::corrupt(
                 self.path().display().to_string(),
                 page,
                 format!(

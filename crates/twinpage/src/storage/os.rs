@@ -1,7 +1,7 @@
 //! The OS file system: pread/pwrite/fdatasync/fsync and flock.
 
 use super::{FileLock, OpenFlags, Vfs, VfsFile};
-use crate::error::{Error, Result};
+use crate::base::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;

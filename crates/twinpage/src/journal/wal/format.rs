@@ -96,7 +96,7 @@ impl WalHeader {
             salt2: u32_at(b, 20),
             base_fcc: u64_at(b, 24),
         };
-        crate::pager::valid_page_size(h.page_size as usize).then_some((h, crc))
+        crate::base::valid_page_size(h.page_size as usize).then_some((h, crc))
     }
 }
 

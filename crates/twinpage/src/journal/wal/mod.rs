@@ -33,18 +33,18 @@
 //! [`format`] and docs/modes/wal.md.
 
 pub mod format;
-mod locks;
 
+pub use crate::cc::wal::WalLocks;
 pub use format::{FrameHeader, WalHeader, FRAME_HEADER_SIZE, WAL_HEADER_SIZE, WAL_MAGIC};
-pub use locks::WalLocks;
 
 use super::{
     CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions, PageImage,
     RecoverCtx, Recovery, TestFaults,
 };
-use crate::db::Synchronous;
-use crate::error::{Error, Pgno, Result};
-use crate::pager::{DbFile, Header, HEADER_LEN};
+use crate::base::Synchronous;
+use crate::base::{Error, Pgno, Result};
+use crate::base::{Header, HEADER_LEN};
+use crate::storage::DbFile;
 use crate::storage::{parent_dir, with_suffix, OpenFlags, VfsFile};
 use format::frame_offset;
 use parking_lot::{Mutex, RwLock};
@@ -289,7 +289,7 @@ pub fn checkpoint_leftover(ctx: &RecoverCtx<'_>, sync: Synchronous) -> Result<Re
         }
         w.hdr.page_size as usize
     };
-    if !crate::pager::valid_page_size(ps) {
+    if !crate::base::valid_page_size(ps) {
         return Ok(r);
     }
     let db = DbFile::new(

@@ -4,8 +4,8 @@
 //! kept by the log's index, and checkpoints never copy frames newer than
 //! the oldest reader's snapshot.
 
-use crate::error::{Error, Result};
-use crate::lock::LockManager;
+use super::LockManager;
+use crate::base::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 

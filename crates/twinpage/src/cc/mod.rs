@@ -9,7 +9,9 @@
 //! page-level protocols additionally see every page read and write through
 //! the hooks documented in ARCHITECTURE.md.
 
-use crate::error::{Error, Result};
+pub mod wal;
+
+use crate::base::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 

@@ -16,7 +16,7 @@
 //! 56..    reserved for modes (DASH keeps its GPL in this tail)
 //! ```
 
-use crate::error::{Error, Pgno, Result};
+use crate::base::{Error, Pgno, Result};
 
 /// Magic string at the start of every database file.
 pub const MAGIC: &[u8; 16] = b"twinpage fmt v1\0";

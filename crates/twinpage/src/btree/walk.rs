@@ -2,10 +2,11 @@
 //! overflow chain and the free list, and verifies that together they cover
 //! pages 2..=page_count exactly once.
 
-use crate::btree::{overflow_pages, PageRead, MAX_DEPTH};
-use crate::error::{Error, Pgno, Result};
+use super::{overflow_pages, MAX_DEPTH};
+use crate::base::Header;
+use crate::base::{Error, Pgno, Result};
 use crate::node::{Node, Value};
-use crate::pager::header::Header;
+use crate::page::PageRead;
 use std::fmt;
 
 /// What the check found (it returns an error on the first problem).
@@ -201,7 +202,8 @@ pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport
         w.claim(trunk, "free-list trunk")?;
         free += 1;
         let raw = p.raw(trunk)?;
-        let (next, leaves) = crate::pager::freelist_parse(&raw, trunk, header.page_count)?;
+        let (next, leaves) =
+            crate::base::freelist::parse_trunk(&raw, trunk, header.page_count, "database")?;
         for l in leaves {
             w.claim(l, "free-list leaf")?;
             free += 1;
