@@ -59,7 +59,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            journal_mode: JournalMode::Persist,
+            journal_mode: JournalMode::default(),
             synchronous: Synchronous::Full,
             page_size: 4096,
             cache_size: 2 << 20,
@@ -215,7 +215,7 @@ impl Db {
             page_size: opts.page_size,
             cache_pages: opts.cache_size / opts.page_size.max(512),
             busy_timeout: opts.busy_timeout,
-            mode: opts.journal_mode,
+            spec: opts.journal_mode.spec(),
             sync: opts.synchronous,
             create: opts.create,
             faults: opts.faults,
@@ -273,12 +273,12 @@ impl Db {
 
     /// The journal mode in use.
     pub fn mode(&self) -> JournalMode {
-        self.inner().pager.mode()
+        self.inner().pager.spec().mode
     }
 
     /// What survives power loss with the current settings.
     pub fn durability(&self) -> Durability {
-        self.mode().durability(self.inner().sync)
+        self.inner().pager.spec().durability(self.inner().sync)
     }
 
     /// Page size in bytes.
@@ -396,7 +396,7 @@ impl Db {
         let h = p.header();
         let (hits, misses) = p.cache_stats();
         Stats {
-            mode: p.mode(),
+            mode: p.spec().mode,
             page_size: p.page_size(),
             page_count: h.page_count,
             free_pages: h.freelist_count,

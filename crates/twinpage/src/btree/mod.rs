@@ -26,12 +26,17 @@ pub struct TreeConfig {
     pub redistribute: bool,
 }
 
+impl TreeConfig {
+    /// Merge and redistribute, as SQLite does.
+    pub const DEFAULT: TreeConfig = TreeConfig {
+        merge: true,
+        redistribute: true,
+    };
+}
+
 impl Default for TreeConfig {
     fn default() -> Self {
-        TreeConfig {
-            merge: true,
-            redistribute: true,
-        }
+        TreeConfig::DEFAULT
     }
 }
 

@@ -15,6 +15,45 @@ use crate::base::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// A concurrency protocol a database may run with (`Options::concurrency`
+/// picks one of those its mode's registry entry allows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// SQLite's own: one writer at a time; readers as the mode's lock
+    /// tables allow ([`Locking`]).
+    Sqlite,
+}
+
+impl Protocol {
+    /// Canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// The lock tables a mode's one-writer protocol uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locking {
+    /// SHARED / RESERVED / PENDING / EXCLUSIVE ([`SqliteLocks`]): a
+    /// committing writer waits for readers, who may see the database file
+    /// change under them otherwise.
+    Rollback,
+    /// Readers never block and are never blocked ([`wal::WalLocks`]): the
+    /// writer only appends to a log that readers index by snapshot.
+    Wal,
+}
+
+/// The lock manager for a protocol over a mode's lock tables.
+pub fn lock_manager(protocol: Protocol, locking: Locking) -> std::sync::Arc<dyn LockManager> {
+    match (protocol, locking) {
+        (Protocol::Sqlite, Locking::Rollback) => std::sync::Arc::new(SqliteLocks::new()),
+        (Protocol::Sqlite, Locking::Wal) => std::sync::Arc::new(wal::WalLocks::new()),
+    }
+}
+
 /// A concurrency-control protocol.
 pub trait LockManager: Send + Sync {
     /// Start a read transaction (SQLite: take SHARED).

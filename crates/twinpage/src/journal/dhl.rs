@@ -344,10 +344,6 @@ impl Journal for DhlJournal {
         Arc::new(self.format)
     }
 
-    fn volatile_free_list(&self) -> bool {
-        true
-    }
-
     fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
         let file = ctx.file;
         let mut probe = [0u8; TAIL_AT + TAIL_LEN];

@@ -8,6 +8,7 @@
 
 mod dhl;
 mod off;
+pub mod registry;
 mod rollback;
 pub mod wal;
 
@@ -17,206 +18,18 @@ pub use rollback::{RollbackJournal, RollbackKind, JOURNAL_HEADER_SIZE, JOURNAL_M
 pub use wal::{WalJournal, WalLocks, WalOptions};
 pub mod shadow;
 
+pub use registry::{by_code, Cleanup, FreeListPolicy, JournalMode, Leftover, ModeSpec, REGISTRY};
 pub use shadow::DashJournal;
 
 use crate::base::Header;
-use crate::base::{Durability, Synchronous};
 use crate::base::{Error, Pgno, Result};
-use crate::cc::{LockManager, SqliteLocks};
-use crate::node::{DhlFormat, NodeFormat, SlottedFormat};
+use crate::node::NodeFormat;
 use crate::storage::DbFile;
 use crate::storage::{Vfs, VfsFile};
-use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The recovery scheme of a database, selected per database at open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum JournalMode {
-    /// No journal: in-memory rollback only; a crash during commit may
-    /// leave a torn state (SQLite's OFF).
-    Off,
-    /// Rollback journal, deleted at commit (SQLite's DELETE).
-    Delete,
-    /// Rollback journal, truncated to zero at commit (SQLite's TRUNCATE).
-    Truncate,
-    /// Rollback journal whose header is zeroed at commit (SQLite's PERSIST).
-    Persist,
-    /// Write-ahead log `<db>-wal` with checkpoints (SQLite's WAL); options
-    /// `wal_autocheckpoint`, `journal_size_limit`, `preallocate` (WAL_OPT),
-    /// `delayed_checkpoint`.
-    Wal,
-    /// DASH database shadowing: a shadow file holds the state before the
-    /// last commit; commit = Version Update, Aggregate Update, Atomic
-    /// Exchange, Version Reset (three fdatasyncs).
-    Shadow,
-    /// DASH with the Exclusive Connection optimization: no sync after the
-    /// Version Update, Header Reset at close (two fdatasyncs).
-    ShadowX,
-    /// Doubleheader logging, traditional commit: pages, sync, commit mark,
-    /// sync ([DHL] §III-C). Option `embed=0|1` (default 1).
-    DhlTc,
-    /// Doubleheader logging, counting commit: pages and the commit mark
-    /// with the transaction size under one sync ([DHL] §III-D).
-    DhlCc,
-}
-
-impl JournalMode {
-    /// Every implemented mode. New modes must be added here: the crash
-    /// explorer and the benchmark iterate this list.
-    pub const ALL: &'static [JournalMode] = &[
-        JournalMode::Off,
-        JournalMode::Delete,
-        JournalMode::Truncate,
-        JournalMode::Persist,
-        JournalMode::Wal,
-        JournalMode::Shadow,
-        JournalMode::ShadowX,
-        JournalMode::DhlTc,
-        JournalMode::DhlCc,
-    ];
-
-    /// Canonical lower-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            JournalMode::Off => "off",
-            JournalMode::Delete => "delete",
-            JournalMode::Truncate => "truncate",
-            JournalMode::Persist => "persist",
-            JournalMode::Wal => "wal",
-            JournalMode::Shadow => "shadow",
-            JournalMode::ShadowX => "shadow-x",
-            JournalMode::DhlTc => "dhl-tc",
-            JournalMode::DhlCc => "dhl-cc",
-        }
-    }
-
-    /// Code stored in the header page.
-    pub fn code(self) -> u8 {
-        match self {
-            JournalMode::Off => 0,
-            JournalMode::Delete => 1,
-            JournalMode::Truncate => 2,
-            JournalMode::Persist => 3,
-            JournalMode::Wal => 4,
-            JournalMode::Shadow => 6,
-            JournalMode::ShadowX => 7,
-            JournalMode::DhlTc => 8,
-            JournalMode::DhlCc => 9,
-        }
-    }
-
-    /// Inverse of [`JournalMode::code`].
-    pub fn from_code(c: u8) -> Option<JournalMode> {
-        JournalMode::ALL.iter().copied().find(|m| m.code() == c)
-    }
-
-    /// What survives power loss in this mode at this synchronous level.
-    pub fn durability(self, sync: Synchronous) -> Durability {
-        match (self, sync) {
-            (_, Synchronous::Off) | (JournalMode::Off, _) => Durability::None,
-            // The commit sync cannot be dropped: writer T+1 reuses space
-            // only T's commit made free.
-            (JournalMode::DhlTc | JournalMode::DhlCc, _) => Durability::Durable,
-            // SQLite's FULL does not sync the directory after unlinking the
-            // journal, so the last commit may be rolled back; EXTRA does.
-            (JournalMode::Delete, Synchronous::Extra) => Durability::Durable,
-            (JournalMode::Delete, _) => Durability::Atomic,
-            // SHADOW-X keeps the Version Reset sync at NORMAL: without it
-            // the next unsynced Version Update could not be told apart.
-            (JournalMode::ShadowX, _) => Durability::Durable,
-            (_, Synchronous::Normal) => Durability::Atomic,
-            _ => Durability::Durable,
-        }
-    }
-
-    /// Create the mode's journal object. `opts` are the mode-specific
-    /// options (`wal_autocheckpoint=100`, ...); a mode rejects the ones it
-    /// does not know.
-    pub fn make_journal(
-        self,
-        sync: Synchronous,
-        faults: TestFaults,
-        opts: &ModeOptions,
-    ) -> Result<Box<dyn Journal>> {
-        Ok(match self {
-            JournalMode::Off => {
-                opts.only(self, &["embed"])?;
-                Box::new(OffJournal::new(sync, opts.flag_or("embed", false)?))
-            }
-            JournalMode::DhlTc | JournalMode::DhlCc => {
-                opts.only(self, &["embed"])?;
-                let protocol = if self == JournalMode::DhlTc {
-                    CommitProtocol::Traditional
-                } else {
-                    CommitProtocol::Counting
-                };
-                Box::new(DhlJournal::new(
-                    protocol,
-                    sync,
-                    opts.flag_or("embed", true)?,
-                ))
-            }
-            JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist => {
-                opts.reject_all(self)?;
-                let kind = match self {
-                    JournalMode::Delete => RollbackKind::Delete,
-                    JournalMode::Truncate => RollbackKind::Truncate,
-                    _ => RollbackKind::Persist,
-                };
-                Box::new(RollbackJournal::new(kind, sync, faults))
-            }
-            JournalMode::Wal => Box::new(WalJournal::new(sync, faults, WalOptions::parse(opts)?)),
-            JournalMode::Shadow | JournalMode::ShadowX => {
-                opts.reject_all(self)?;
-                Box::new(DashJournal::new(self == JournalMode::ShadowX, sync))
-            }
-        })
-    }
-
-    /// The concurrency protocol the mode runs with.
-    pub fn make_locks(self) -> Arc<dyn LockManager> {
-        match self {
-            JournalMode::Wal => Arc::new(WalLocks::new()),
-            _ => Arc::new(SqliteLocks::new()),
-        }
-    }
-
-    /// The on-page node layout the mode uses (a mode's options may pick
-    /// a variant of the same family: [`Journal::node_format`]).
-    pub fn node_format(self) -> Arc<dyn NodeFormat> {
-        match self {
-            JournalMode::DhlTc | JournalMode::DhlCc => Arc::new(DhlFormat),
-            _ => Arc::new(SlottedFormat),
-        }
-    }
-}
-
-impl fmt::Display for JournalMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for JournalMode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        let s = s.to_ascii_lowercase();
-        JournalMode::ALL
-            .iter()
-            .copied()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = JournalMode::ALL.iter().map(|m| m.name()).collect();
-                Error::InvalidArgument(format!(
-                    "unknown journal mode {s:?} (known: {})",
-                    names.join(", ")
-                ))
-            })
-    }
-}
 
 /// Options that only some modes understand, as `name=value` pairs in the
 /// order given. Each mode parses its own and rejects the rest.
@@ -263,10 +76,6 @@ impl ModeOptions {
             ))),
             None => Ok(()),
         }
-    }
-
-    fn reject_all(&self, mode: JournalMode) -> Result<()> {
-        self.only(mode, &[])
     }
 }
 
@@ -434,15 +243,6 @@ pub trait Journal: Send + Sync {
     /// The node format this journal's pages use (default: the mode's).
     fn node_format(&self) -> Arc<dyn NodeFormat> {
         self.mode().node_format()
-    }
-
-    /// Keep the free list in memory during a session instead of in trunk
-    /// pages rewritten at commit. In-page schemes need this: a trunk
-    /// rewritten in place may be a page the previous committed state still
-    /// uses. The pager then writes the list to trunk pages at a clean
-    /// close and rebuilds it by walking the trees after a crash.
-    fn volatile_free_list(&self) -> bool {
-        false
     }
 
     /// Adjust the encoded pages of a commit before they are handed to

@@ -15,15 +15,14 @@ pub use cache::{CachedPage, PageCache};
 
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, Pgno, Result};
-use crate::cc::LockManager;
+use crate::cc::{self, LockManager};
 use crate::journal::{
-    shadow, CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions,
-    OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, RollbackJournal, RollbackKind,
-    TestFaults,
+    registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, FreeListPolicy, Journal,
+    ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
 };
 use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat};
 use crate::page::{PageRead, PageWrite};
-use crate::storage::{parent_dir, wait_os_lock, with_suffix, DbFile, OpenFlags, Vfs, VfsFile};
+use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, Vfs, VfsFile};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -39,8 +38,8 @@ pub struct PagerConfig {
     pub cache_pages: usize,
     /// How long to wait for locks.
     pub busy_timeout: Duration,
-    /// Recovery scheme.
-    pub mode: JournalMode,
+    /// Recovery scheme, as the registry describes it.
+    pub spec: &'static ModeSpec,
     /// Sync level.
     pub sync: Synchronous,
     /// Create the file if missing.
@@ -93,25 +92,28 @@ impl Pager {
                 cfg.page_size
             )));
         }
-        let journal = cfg
-            .mode
-            .make_journal(cfg.sync, cfg.faults, &cfg.mode_opts)?;
+        let spec = cfg.spec;
+        let journal = (spec.make_journal)(cfg.sync, cfg.faults, &cfg.mode_opts)?;
+        let leftovers = registry::foreign_leftovers(spec);
         let pre = PreOpenCtx {
             vfs: &vfs,
             path,
             busy_timeout: cfg.busy_timeout,
         };
         // DASH may have to finish renames before `path` names the database.
-        // Files a shadow-mode session left behind are recovered and removed
-        // whatever the mode now is; their lock is held until ours is.
+        // Files another mode's session left behind are recovered and
+        // removed whatever the mode now is; their locks are held until ours
+        // is.
         let mut pre_recovery = journal.pre_open(&pre)?;
-        let mut shadow_guard = None;
-        if !matches!(cfg.mode, JournalMode::Shadow | JournalMode::ShadowX) {
-            let (r, guard) = shadow::leave_shadow_mode(&pre, cfg.sync)?;
-            if r.recovered {
-                pre_recovery = r;
+        let mut guards = Vec::new();
+        for l in &leftovers {
+            if let Cleanup::PreOpen(clean) = l.cleanup {
+                let (r, guard) = clean(&pre, cfg.sync)?;
+                if r.recovered {
+                    pre_recovery = r;
+                }
+                guards.extend(guard);
             }
-            shadow_guard = guard;
         }
         let existed = vfs.exists(path)?;
         if !existed && !cfg.create {
@@ -124,30 +126,23 @@ impl Pager {
         let file = vfs.open(path, OpenFlags::CREATE)?;
         // One process at a time: a second one gets Locked (after waiting).
         wait_os_lock(&file, path, cfg.busy_timeout)?;
-        drop(shadow_guard);
+        drop(guards);
         let format = journal.node_format();
-        Self::check_format(&file, path, &*format, cfg.mode)?;
+        Self::check_format(&file, path, &*format, spec)?;
         let ctx = RecoverCtx {
             vfs: &vfs,
             path,
             file: &file,
         };
-        // A hot rollback journal is rolled back whatever the mode now is.
-        let mut recovery = if !matches!(
-            cfg.mode,
-            JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist
-        ) && vfs.exists(&with_suffix(path, "-journal"))?
-        {
-            let j = RollbackJournal::new(RollbackKind::Delete, cfg.sync, TestFaults::default());
-            j.recover(&ctx)?
-        } else {
-            Recovery::default()
-        };
-        // So is a log a WAL session left behind (its commits would be lost).
-        if cfg.mode != JournalMode::Wal && vfs.exists(&with_suffix(path, "-wal"))? {
-            let r = crate::journal::wal::checkpoint_leftover(&ctx, cfg.sync)?;
-            if r.recovered {
-                recovery = r;
+        // A hot rollback journal is rolled back, a log checkpointed (its
+        // commits would be lost), whatever the mode now is.
+        let mut recovery = Recovery::default();
+        for l in &leftovers {
+            if let Cleanup::Recover(clean) = l.cleanup {
+                let r = clean(&ctx, cfg.sync)?;
+                if r.recovered {
+                    recovery = r;
+                }
             }
         }
         if !recovery.recovered {
@@ -190,7 +185,7 @@ impl Pager {
         }
         let opened_after_crash = !fresh && !header.clean_close;
         let cache_pages = (cfg.cache_pages).max(16);
-        let volatile = journal.volatile_free_list();
+        let volatile = spec.free_list == FreeListPolicy::Volatile;
         let pager = Pager {
             db: DbFile::new(vfs, path.to_path_buf(), file, ps),
             format,
@@ -204,7 +199,7 @@ impl Pager {
             journal,
             commit_lock: Mutex::new(()),
             poisoned: Mutex::new(None),
-            locks: cfg.mode.make_locks(),
+            locks: cc::lock_manager(spec.protocols[0], spec.locking),
             cfg: PagerConfig { cache_pages, ..cfg },
             recovery,
             opened_after_crash,
@@ -222,21 +217,25 @@ impl Pager {
         file: &Arc<dyn VfsFile>,
         path: &Path,
         format: &dyn NodeFormat,
-        mode: JournalMode,
+        spec: &ModeSpec,
     ) -> Result<()> {
         let mut probe = [0u8; HEADER_LEN];
         let n = file.read_at(&mut probe, 0)?;
         let Ok(h) = Header::read_from(&probe[..n], &path.display().to_string()) else {
             return Ok(()); // fresh, or damaged: reported later
         };
-        match JournalMode::from_code(h.journal_mode) {
-            Some(m) if m.node_format().name() != format.name() => Err(Error::Unsupported(format!(
-                "{} was written in journal mode {m}, whose page format ({}) differs from \
-                 the {} format of mode {mode}",
-                path.display(),
-                m.node_format().name(),
-                format.name()
-            ))),
+        match registry::by_code(h.journal_mode) {
+            Some(m) if (m.node_format)().name() != format.name() => {
+                Err(Error::Unsupported(format!(
+                    "{} was written in journal mode {}, whose page format ({}) differs from \
+                 the {} format of mode {}",
+                    path.display(),
+                    m.name,
+                    (m.node_format)().name(),
+                    format.name(),
+                    spec.name
+                )))
+            }
             _ => Ok(()),
         }
     }
@@ -319,11 +318,11 @@ impl Pager {
             freelist_head: 0,
             freelist_count: 0,
             catalog_root: 2,
-            journal_mode: cfg.mode.code(),
+            journal_mode: cfg.spec.code,
             clean_close: true,
         };
         let mut p2 = vec![0u8; ps];
-        cfg.mode.node_format().encode(
+        (cfg.spec.node_format)().encode(
             2,
             &Node::empty_leaf(),
             None,
@@ -361,8 +360,8 @@ impl Pager {
     }
 
     /// The active journal mode.
-    pub fn mode(&self) -> JournalMode {
-        self.cfg.mode
+    pub fn spec(&self) -> &'static ModeSpec {
+        self.cfg.spec
     }
 
     /// The concurrency protocol.
@@ -990,7 +989,7 @@ impl WritePages<'_> {
         let st = &mut self.st;
         st.header.fcc += 1;
         st.header.clean_close = false;
-        st.header.journal_mode = self.pager.cfg.mode.code();
+        st.header.journal_mode = self.pager.cfg.spec.code;
         if let Err(e) = self.pager.write_commit(st) {
             self.pager.undo_storage(st);
             return Err(e);
