@@ -37,11 +37,14 @@ fn main() -> ExitCode {
         Cmd::Check { file, mode } => (|| {
             let mode = match mode {
                 Some(m) => m,
-                None => Db::detect_mode(&file)?.unwrap_or(JournalMode::Persist),
+                None => Db::detect_mode(&file)?.unwrap_or_default(),
             };
+            // Read-only: checking never changes the file (an empty file is
+            // reported, not turned into a database; one that needs recovery
+            // says so).
             let opts = Options {
                 create: false,
-                ..Options::default().journal_mode(mode)
+                ..Options::default().journal_mode(mode).read_only(true)
             };
             let db = Db::open(&file, opts)?;
             let report = db.check()?;

@@ -234,7 +234,7 @@ fn failed_journal_invalidation_is_rolled_back() {
                 drop(t);
                 true
             }
-            Err(twinpage::Error::Aborted(_)) => false,
+            Err(twinpage::Error::Aborted(_) | twinpage::Error::Poisoned(_)) => false,
             Err(e) => panic!("{mode}: unexpected error {e}"),
         };
         if usable {
@@ -267,7 +267,7 @@ fn failed_journal_invalidation_is_rolled_back() {
                     "{mode}: a restart changed the contents"
                 );
             }
-            Err(twinpage::Error::Aborted(_)) => {
+            Err(twinpage::Error::Aborted(_) | twinpage::Error::Poisoned(_)) => {
                 // The journal could not be invalidated nor played back (a
                 // short write zeroed half its header): the outcome is for
                 // recovery to decide, the old or the new state.

@@ -8,14 +8,14 @@ use crate::journal::{
     CheckpointInfo, CheckpointMode, JournalMode, ModeOptions, Recovery, TestFaults,
 };
 use crate::page::PageRead;
-use crate::pager::{Pager, PagerConfig, ReadPages, WritePages};
+use crate::pager::{Pager, PagerConfig, PagerState, ReadPages, WritePages};
 use crate::storage::{CountingVfs, IoCounters, IoSnapshot, OsVfs, Vfs};
 use parking_lot::Mutex;
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Scan direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +44,13 @@ pub struct Options {
     pub busy_timeout: Duration,
     /// Create the file if it does not exist (default true).
     pub create: bool,
-    /// B+tree merge/redistribution switches.
-    pub tree: TreeConfig,
+    /// B+tree merge/redistribution switches (default: the mode's, from the
+    /// registry).
+    pub tree: Option<TreeConfig>,
+    /// Open read-only: never write, create or recover in place (default
+    /// false). A database that needs recovery fails with
+    /// [`Error::ReadOnly`]; writes fail with it too.
+    pub read_only: bool,
     /// File system to use (default: the OS).
     pub vfs: Option<Arc<dyn Vfs>>,
     /// Options of the journal mode (e.g. `wal_autocheckpoint`); set them
@@ -65,7 +70,8 @@ impl Default for Options {
             cache_size: 2 << 20,
             busy_timeout: Duration::from_secs(5),
             create: true,
-            tree: TreeConfig::default(),
+            tree: None,
+            read_only: false,
             vfs: None,
             mode_opts: ModeOptions::default(),
             faults: TestFaults::default(),
@@ -83,6 +89,7 @@ impl fmt::Debug for Options {
             .field("busy_timeout", &self.busy_timeout)
             .field("create", &self.create)
             .field("tree", &self.tree)
+            .field("read_only", &self.read_only)
             .field("mode_opts", &self.mode_opts)
             .finish_non_exhaustive()
     }
@@ -119,6 +126,12 @@ impl Options {
         self
     }
 
+    /// Open read-only (see [`Options::read_only`]).
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+
     /// Use another file system.
     pub fn vfs(mut self, vfs: Arc<dyn Vfs>) -> Self {
         self.vfs = Some(vfs);
@@ -130,6 +143,16 @@ impl Options {
     /// negative KiB like SQLite), `busy_timeout` (ms), `merge`,
     /// `redistribute`; any other name is kept as a journal-mode option and
     /// checked by the mode at open.
+    fn tree_mut(&mut self) -> &mut TreeConfig {
+        let default = self.journal_mode.spec().tree;
+        self.tree.get_or_insert(default)
+    }
+
+    /// The tree settings in effect: the ones set, else the mode's.
+    pub fn tree_config(&self) -> TreeConfig {
+        self.tree.unwrap_or(self.journal_mode.spec().tree)
+    }
+
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let bad = || Error::InvalidArgument(format!("bad value {value:?} for option {key}"));
         let boolean = |v: &str| match v {
@@ -152,8 +175,9 @@ impl Options {
             "busy_timeout" => {
                 self.busy_timeout = Duration::from_millis(value.parse().map_err(|_| bad())?)
             }
-            "merge" => self.tree.merge = boolean(value)?,
-            "redistribute" => self.tree.redistribute = boolean(value)?,
+            "merge" => self.tree_mut().merge = boolean(value)?,
+            "redistribute" => self.tree_mut().redistribute = boolean(value)?,
+            "read_only" => self.read_only = boolean(value)?,
             _ => self.mode_opts.0.push((key.to_string(), value.to_string())),
         }
         Ok(())
@@ -189,7 +213,7 @@ pub struct Stats {
 }
 
 struct Inner {
-    pager: Pager,
+    pager: Arc<Pager>,
     counters: Arc<IoCounters>,
     tree: TreeConfig,
     sync: Synchronous,
@@ -197,8 +221,13 @@ struct Inner {
 }
 
 /// An open database. Share it between threads by reference or `Arc`.
+///
+/// Transactions own a reference to the database ([`ReadTxn`] and
+/// [`WriteTxn`] have no lifetime), so a binding or a SQL cursor can keep
+/// one; the database closes cleanly when the `Db` and the last
+/// transaction are gone.
 pub struct Db {
-    inner: Option<Inner>,
+    inner: Arc<Inner>,
     path: PathBuf,
 }
 
@@ -216,17 +245,18 @@ impl Db {
             cache_pages: opts.cache_size / opts.page_size.max(512),
             busy_timeout: opts.busy_timeout,
             spec: opts.journal_mode.spec(),
+            read_only: opts.read_only,
             sync: opts.synchronous,
             create: opts.create,
             faults: opts.faults,
             mode_opts: opts.mode_opts.clone(),
         };
-        let pager = Pager::open(vfs, &path, cfg)?;
+        let pager = Arc::new(Pager::open(vfs, &path, cfg)?);
         Ok(Db {
-            inner: Some(Inner {
+            inner: Arc::new(Inner {
                 pager,
                 counters,
-                tree: opts.tree,
+                tree: opts.tree_config(),
                 sync: opts.synchronous,
                 last_commit_io: Mutex::new(IoSnapshot::default()),
             }),
@@ -261,9 +291,7 @@ impl Db {
     }
 
     fn inner(&self) -> &Inner {
-        self.inner
-            .as_ref()
-            .expect("inner is only taken by close/drop")
+        &self.inner
     }
 
     /// The database path.
@@ -292,19 +320,30 @@ impl Db {
         p.format().max_key_len(p.page_size())
     }
 
-    /// Start a read transaction: a stable view of the last commit.
-    pub fn begin_read(&self) -> Result<ReadTxn<'_>> {
-        let pager = &self.inner().pager;
+    /// Start a read transaction: a stable view of the last commit. It
+    /// holds its own reference to the database and may move to another
+    /// thread.
+    pub fn begin_read(&self) -> Result<ReadTxn> {
+        let pager = &self.inner.pager;
         pager.locks().begin_read(pager.busy_timeout())?;
-        let snap = pager.begin_read();
+        let snap = match pager.begin_read() {
+            Ok(s) => s,
+            Err(e) => {
+                pager.locks().end_read();
+                return Err(e);
+            }
+        };
         Ok(ReadTxn {
-            pages: ReadPages { pager, snap },
+            pages: ReadPages {
+                pager: pager.clone(),
+                snap,
+            },
         })
     }
 
     /// Start a write transaction. Dropping it without commit rolls back.
-    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
-        let inner = self.inner();
+    pub fn begin_write(&self) -> Result<WriteTxn> {
+        let inner = &self.inner;
         let pager = &inner.pager;
         pager.locks().begin_write(pager.busy_timeout())?;
         let st = match pager.begin_write() {
@@ -315,11 +354,38 @@ impl Db {
             }
         };
         Ok(WriteTxn {
-            db: inner,
-            pages: Some(WritePages { pager, st }),
+            db: inner.clone(),
+            pages: Some(WritePages {
+                pager: pager.clone(),
+                st,
+            }),
             io_start: inner.counters.snapshot(),
             failed: None,
         })
+    }
+
+    /// Run `f` in a write transaction and commit it. When the commit (or
+    /// `f`) fails with [`Error::Conflict`], the transaction is rolled back
+    /// and `f` runs again, with a short backoff, until the busy timeout
+    /// has passed; any other error is returned at once. `f` may run more
+    /// than once, so it should have no effects outside the transaction.
+    pub fn write<T>(&self, mut f: impl FnMut(&mut WriteTxn) -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + self.inner.pager.busy_timeout();
+        let mut backoff = Duration::from_micros(20);
+        loop {
+            let r = self.begin_write().and_then(|mut t| {
+                let v = f(&mut t)?;
+                t.commit()?;
+                Ok(v)
+            });
+            match r {
+                Err(Error::Conflict { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(5));
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Auto-commit: create a table (no-op if it exists).
@@ -376,7 +442,7 @@ impl Db {
 
     /// The shared counters (for tracing individual calls).
     pub fn counters(&self) -> &Arc<IoCounters> {
-        &self.inner().counters
+        &self.inner.counters
     }
 
     /// I/O of the last committed write transaction (begin to commit).
@@ -411,20 +477,23 @@ impl Db {
     }
 
     /// Close cleanly: marks the file so the next open knows no recovery is
-    /// needed, and releases the OS lock.
-    pub fn close(mut self) -> Result<()> {
-        match self.inner.take() {
-            Some(inner) => inner.pager.close(),
-            None => Ok(()),
+    /// needed, and releases the OS lock. With transactions still open it
+    /// fails with [`Error::Busy`] and the database closes when the last of
+    /// them ends (as SQLite's `sqlite3_close_v2`).
+    pub fn close(self) -> Result<()> {
+        let open = Arc::strong_count(&self.inner) - 1 + Arc::strong_count(&self.inner.pager) - 1;
+        if open > 0 {
+            return Err(Error::Busy(format!(
+                "{open} transaction(s) still open on {}; it closes when the last one ends",
+                self.path.display()
+            )));
         }
+        self.inner.pager.close()
     }
-}
 
-impl Drop for Db {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
-            let _ = inner.pager.close();
-        }
+    /// The pager's state (for tests and diagnostics).
+    pub fn pager_state(&self) -> PagerState {
+        self.inner.pager.state()
     }
 }
 
@@ -467,12 +536,14 @@ fn list_tables<P: PageRead + ?Sized>(p: &P, catalog: Pgno) -> Result<Vec<(String
 }
 
 /// A read transaction: a consistent view of the last commit. Writers
-/// cannot commit while it is open (rollback-journal modes).
-pub struct ReadTxn<'db> {
-    pages: ReadPages<'db>,
+/// cannot commit while it is open (rollback-journal modes). It owns a
+/// reference to the database: it may outlive the [`Db`] value and move
+/// between threads.
+pub struct ReadTxn {
+    pages: ReadPages,
 }
 
-impl ReadTxn<'_> {
+impl ReadTxn {
     fn catalog(&self) -> Pgno {
         self.pages.snap.catalog_root
     }
@@ -510,7 +581,7 @@ impl ReadTxn<'_> {
     }
 }
 
-impl Drop for ReadTxn<'_> {
+impl Drop for ReadTxn {
     fn drop(&mut self) {
         self.pages.pager.end_read(&self.pages.snap);
         self.pages.pager.locks().end_read();
@@ -519,16 +590,16 @@ impl Drop for ReadTxn<'_> {
 
 /// A write transaction. Its changes are private until [`WriteTxn::commit`];
 /// dropping it rolls back.
-pub struct WriteTxn<'db> {
-    db: &'db Inner,
-    pages: Option<WritePages<'db>>,
+pub struct WriteTxn {
+    db: Arc<Inner>,
+    pages: Option<WritePages>,
     io_start: IoSnapshot,
     /// An operation failed half-way (its tree changes may be partial, a
     /// spill may have failed): the transaction can only roll back.
     failed: Option<String>,
 }
 
-impl<'db> WriteTxn<'db> {
+impl WriteTxn {
     fn aborted(&self) -> Result<()> {
         match &self.failed {
             Some(why) => Err(Error::Aborted(format!(
@@ -538,18 +609,14 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
-    fn pages(&self) -> Result<&WritePages<'db>> {
+    fn pages(&self) -> Result<&WritePages> {
         self.aborted()?;
-        self.pages
-            .as_ref()
-            .ok_or_else(|| Error::Aborted("transaction already finished".into()))
+        self.pages.as_ref().ok_or(Error::AlreadyFinished)
     }
 
-    fn pages_mut(&mut self) -> Result<&mut WritePages<'db>> {
+    fn pages_mut(&mut self) -> Result<&mut WritePages> {
         self.aborted()?;
-        self.pages
-            .as_mut()
-            .ok_or_else(|| Error::Aborted("transaction already finished".into()))
+        self.pages.as_mut().ok_or(Error::AlreadyFinished)
     }
 
     /// Remember a failure that may have left partial changes. Errors
@@ -563,6 +630,8 @@ impl<'db> WriteTxn<'db> {
                     | Error::NoSuchTable(_)
                     | Error::InvalidArgument(_)
                     | Error::Aborted(_)
+                    | Error::AlreadyFinished
+                    | Error::ReadOnly(_)
             );
             if !harmless {
                 self.failed = Some(e.to_string());
@@ -680,15 +749,8 @@ impl<'db> WriteTxn<'db> {
             self.finish_rollback()?;
             return Err(e);
         }
-        let pages = self
-            .pages
-            .take()
-            .ok_or_else(|| Error::Aborted("transaction already finished".into()))?;
-        let r = if pages.st.is_clean() {
-            Ok(())
-        } else {
-            pages.commit()
-        };
+        let pages = self.pages.take().ok_or(Error::AlreadyFinished)?;
+        let r = pages.commit();
         self.db.pager.locks().end_write();
         if r.is_ok() {
             *self.db.last_commit_io.lock() = self.db.counters.snapshot() - self.io_start;
@@ -713,7 +775,7 @@ impl<'db> WriteTxn<'db> {
     }
 }
 
-impl Drop for WriteTxn<'_> {
+impl Drop for WriteTxn {
     fn drop(&mut self) {
         let _ = self.finish_rollback();
     }

@@ -41,7 +41,7 @@ type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
 fn workload(db: &Db, base: &Rows, states: &mut Vec<Rows>) -> usize {
     let mut rows = base.clone();
     let mut acked = 0;
-    let commit = |t: twinpage::WriteTxn<'_>, after: &Rows, states: &mut Vec<Rows>| {
+    let commit = |t: twinpage::WriteTxn, after: &Rows, states: &mut Vec<Rows>| {
         states.push(after.clone());
         let ok = t.commit().is_ok();
         if !ok {
@@ -68,7 +68,7 @@ fn workload(db: &Db, base: &Rows, states: &mut Vec<Rows>) -> usize {
         }};
     }
     // A transaction that spills (8-page cache) with splits and overflow.
-    txn!(|t: &mut twinpage::WriteTxn<'_>, m: &mut Rows| {
+    txn!(|t: &mut twinpage::WriteTxn, m: &mut Rows| {
         for i in 0..90u32 {
             let (k, v) = (format!("k{:05}", i * 3).into_bytes(), vec![i as u8; 60]);
             t.put("t", &k, &v)?;
@@ -80,7 +80,7 @@ fn workload(db: &Db, base: &Rows, states: &mut Vec<Rows>) -> usize {
     });
     // Single-row commits (one frame each) across automatic checkpoints.
     for i in 0..8u32 {
-        txn!(|t: &mut twinpage::WriteTxn<'_>, m: &mut Rows| {
+        txn!(|t: &mut twinpage::WriteTxn, m: &mut Rows| {
             let (k, v) = (format!("k{:05}", i * 7).into_bytes(), vec![0xEE; 10]);
             t.put("t", &k, &v)?;
             m.insert(k, v);
@@ -102,7 +102,7 @@ fn workload(db: &Db, base: &Rows, states: &mut Vec<Rows>) -> usize {
         }
     }
     // Deletes that merge pages.
-    txn!(|t: &mut twinpage::WriteTxn<'_>, m: &mut Rows| {
+    txn!(|t: &mut twinpage::WriteTxn, m: &mut Rows| {
         for i in 0..40u32 {
             let k = format!("k{:05}", i * 6).into_bytes();
             t.delete("t", &k)?;
@@ -114,7 +114,7 @@ fn workload(db: &Db, base: &Rows, states: &mut Vec<Rows>) -> usize {
         return acked;
     }
     for i in 0..3u32 {
-        txn!(|t: &mut twinpage::WriteTxn<'_>, m: &mut Rows| {
+        txn!(|t: &mut twinpage::WriteTxn, m: &mut Rows| {
             let (k, v) = (format!("z{i}").into_bytes(), vec![i as u8; 100]);
             t.put("t", &k, &v)?;
             m.insert(k, v);
@@ -124,7 +124,7 @@ fn workload(db: &Db, base: &Rows, states: &mut Vec<Rows>) -> usize {
     if db.checkpoint(CheckpointMode::Truncate).is_err() {
         return acked;
     }
-    txn!(|t: &mut twinpage::WriteTxn<'_>, m: &mut Rows| {
+    txn!(|t: &mut twinpage::WriteTxn, m: &mut Rows| {
         t.put("t", b"last", b"one")?;
         m.insert(b"last".to_vec(), b"one".to_vec());
         Ok(())

@@ -136,7 +136,7 @@ fn a_long_reader_keeps_its_snapshot_through_commits_and_checkpoints() {
     // Phase B: a reader holds its snapshot through 3000 commits.
     let r = db.begin_read().unwrap();
     let snap = model.clone();
-    let view = |r: &twinpage::ReadTxn<'_>| -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let view = |r: &twinpage::ReadTxn| -> BTreeMap<Vec<u8>, Vec<u8>> {
         r.range("t", .., Direction::Forward)
             .unwrap()
             .map(|kv| kv.unwrap())
@@ -648,7 +648,7 @@ fn concurrent_readers_see_consistent_snapshots() {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
                 let (a, b) = (key((x >> 20) as u32 % N), key((x >> 40) as u32 % N));
                 let mut t = db.begin_write().unwrap();
-                let get = |t: &twinpage::WriteTxn<'_>, k: &[u8]| {
+                let get = |t: &twinpage::WriteTxn, k: &[u8]| {
                     u64::from_be_bytes(t.get("t", k).unwrap().unwrap().try_into().unwrap())
                 };
                 let (va, vb) = (get(&t, &a), get(&t, &b));

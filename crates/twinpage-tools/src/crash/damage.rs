@@ -547,7 +547,11 @@ pub fn exercise(seed: &Seed, db: Vec<u8>, aux: Option<Vec<u8>>) -> Exercise {
     let note = |ex: &mut Exercise, e: Error| {
         if !matches!(
             e,
-            Error::Corruption { .. } | Error::Io { .. } | Error::NoSuchTable(_) | Error::Aborted(_)
+            Error::Corruption { .. }
+                | Error::Io { .. }
+                | Error::NoSuchTable(_)
+                | Error::Aborted(_)
+                | Error::Poisoned(_)
         ) {
             ex.unexpected.push(e.to_string());
         }

@@ -191,7 +191,7 @@ struct Point {
 fn error_kind(e: &Error) -> usize {
     match e {
         Error::Io { .. } => 0,
-        Error::Aborted(_) => 1,
+        Error::Aborted(_) | Error::Poisoned(_) => 1,
         Error::Corruption { .. } => 2,
         _ => 3,
     }

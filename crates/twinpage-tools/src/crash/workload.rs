@@ -461,7 +461,7 @@ impl Generator {
 }
 
 /// Run the steps of a transaction (not its commit) and check its reads.
-pub fn run_steps(t: &mut twinpage::WriteTxn<'_>, steps: &[Step]) -> Result<(), RunError> {
+pub fn run_steps(t: &mut twinpage::WriteTxn, steps: &[Step]) -> Result<(), RunError> {
     for s in steps {
         match s {
             Step::Put { table, key, value } => t.put(table, key, value)?,

@@ -6,11 +6,18 @@ use std::path::PathBuf;
 /// Page number. Page 1 is the header page; 0 means "none".
 pub type Pgno = u32;
 
+/// Transaction id (TID): the file change counter (FCC) value a write
+/// transaction commits as; a reader's snapshot is the TID of the last
+/// commit it sees. Handed out by the concurrency layer.
+pub type Tid = u64;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// All errors twinpage returns.
+/// All errors twinpage returns. New cases may be added: match with a
+/// wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The file content is not what the format allows.
     #[error("corruption in {file}, page {page}: {what}")]
@@ -56,10 +63,39 @@ pub enum Error {
     /// A requested feature or combination is not implemented.
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// A transaction was used after an earlier error poisoned it, or the
-    /// database was closed.
-    #[error("transaction or database no longer usable: {0}")]
+    /// An earlier error in this transaction may have left its changes
+    /// partial: it can only roll back.
+    #[error("transaction aborted: {0}")]
     Aborted(String),
+    /// The transaction was already committed or rolled back.
+    #[error("transaction already finished")]
+    AlreadyFinished,
+    /// A failed sync or write that could not be undone left the database
+    /// needing recovery: the handle refuses work until the database is
+    /// reopened.
+    #[error("database poisoned: {0}")]
+    Poisoned(String),
+    /// The database was closed.
+    #[error("database {0} is closed")]
+    Closed(String),
+    /// The transaction conflicts with one that committed after it began;
+    /// retry it ([`Error::is_retryable`]; `Db::write` does).
+    #[error("conflict on page {page}{}: {what}", table.as_deref().map(|t| format!(" of table {t}")).unwrap_or_default())]
+    Conflict {
+        /// The page the transactions both touched.
+        page: Pgno,
+        /// The table the page belongs to, when known.
+        table: Option<String>,
+        /// What happened.
+        what: String,
+    },
+    /// The database was opened read-only and the operation would write
+    /// (including recovery that needs to write: open it read-write once).
+    #[error("read-only: {0}")]
+    ReadOnly(String),
+    /// An engine invariant did not hold. A bug: please report it.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -79,6 +115,12 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+
+    /// True for errors after which running the transaction again may
+    /// succeed (a conflict with a concurrent commit, a busy lock).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict { .. } | Error::Busy(_))
     }
 
     /// True for errors caused by the contents of a file.

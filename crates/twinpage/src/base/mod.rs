@@ -9,5 +9,5 @@ pub mod freelist;
 pub mod header;
 
 pub use config::{Durability, Synchronous};
-pub use error::{Error, Pgno, Result};
+pub use error::{Error, Pgno, Result, Tid};
 pub use header::{valid_page_size, Header, HEADER_LEN, MAGIC};

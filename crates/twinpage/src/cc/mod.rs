@@ -11,7 +11,7 @@
 
 pub mod wal;
 
-use crate::base::{Error, Result};
+use crate::base::{Error, Pgno, Result, Tid};
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,25 @@ pub fn lock_manager(protocol: Protocol, locking: Locking) -> std::sync::Arc<dyn 
     }
 }
 
+/// A write transaction's identity, handed out by the concurrency layer
+/// (pager invariant P5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Txn {
+    /// TID: the FCC the transaction commits as. DHL and IPS stamp pages
+    /// with it; the header's FCC becomes it at commit.
+    pub tid: Tid,
+    /// The last commit the transaction sees (its start timestamp).
+    pub snapshot: Tid,
+}
+
 /// A concurrency-control protocol.
+///
+/// Besides the lock moments, a protocol sees every transaction's identity
+/// and, through the per-page hooks, every page a write transaction reads
+/// or first writes, so page-level protocols (byte-range page locks, BEGIN
+/// CONCURRENT's read and write sets, 2VTO) plug in without changing the
+/// pager. The hooks run before the page is used; an error aborts the
+/// operation with that error (a conflict, a busy lock).
 pub trait LockManager: Send + Sync {
     /// Start a read transaction (SQLite: take SHARED).
     fn begin_read(&self, timeout: Duration) -> Result<()>;
@@ -68,6 +86,29 @@ pub trait LockManager: Send + Sync {
     fn lock_exclusive(&self, timeout: Duration) -> Result<()>;
     /// End a write transaction, dropping RESERVED/EXCLUSIVE.
     fn end_write(&self);
+
+    /// The identity of a write transaction starting on top of commit
+    /// `committed`. With one writer at a time, the next TID.
+    fn begin_txn(&self, committed: Tid) -> Txn {
+        Txn {
+            tid: committed + 1,
+            snapshot: committed,
+        }
+    }
+
+    /// A write transaction is about to read committed page `pgno` (not one
+    /// of its own dirty pages).
+    fn before_read(&self, txn: &Txn, pgno: Pgno) -> Result<()> {
+        let _ = (txn, pgno);
+        Ok(())
+    }
+
+    /// A write transaction is about to write (or free) `pgno` for the
+    /// first time.
+    fn before_write(&self, txn: &Txn, pgno: Pgno) -> Result<()> {
+        let _ = (txn, pgno);
+        Ok(())
+    }
 }
 
 #[derive(Default)]

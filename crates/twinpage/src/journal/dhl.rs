@@ -208,7 +208,7 @@ impl DhlJournal {
     /// Refuse to touch storage after a failed sync (see `sync_failed`).
     fn check_sync_failed(&self) -> Result<()> {
         if self.sync_failed.load(Ordering::SeqCst) {
-            return Err(Error::Aborted(
+            return Err(Error::Poisoned(
                 "an fdatasync of the database failed; reopen the database to recover".into(),
             ));
         }

@@ -60,6 +60,10 @@ pub enum FreeListPolicy {
     Volatile,
 }
 
+/// What a pre-open cleanup returns: what it recovered and a lock to hold
+/// until the database's own lock is taken.
+pub type PreOpenCleanup = (Recovery, Option<Arc<dyn VfsFile>>);
+
 /// How a leftover file of a mode is cleaned up when the database is opened
 /// in another mode (a hot rollback journal is rolled back, a WAL is
 /// checkpointed, a DASH shadow is settled), so that switching modes never
@@ -67,7 +71,7 @@ pub enum FreeListPolicy {
 pub enum Cleanup {
     /// Before the database file is opened. May return a lock that is held
     /// until the database's own lock is taken.
-    PreOpen(fn(&PreOpenCtx<'_>, Synchronous) -> Result<(Recovery, Option<Arc<dyn VfsFile>>)>),
+    PreOpen(fn(&PreOpenCtx<'_>, Synchronous) -> Result<PreOpenCleanup>),
     /// With the database's lock held, before the mode's own recovery.
     Recover(fn(&RecoverCtx<'_>, Synchronous) -> Result<Recovery>),
 }

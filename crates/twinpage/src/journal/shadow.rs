@@ -998,7 +998,7 @@ impl Journal for DashJournal {
             // The names may be mid-exchange; recovery at the next open
             // settles them.
             st.ready = false;
-            return Err(Error::Aborted(
+            return Err(Error::Poisoned(
                 "a DASH commit failed part-way; reopen the database to recover".into(),
             ));
         }

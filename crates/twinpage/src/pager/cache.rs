@@ -63,6 +63,13 @@ impl PageCache {
         }
     }
 
+    /// Look a page up without counting a hit or a miss or marking it
+    /// referenced.
+    pub fn peek(&mut self, pgno: Pgno) -> Option<&mut CachedPage> {
+        let i = *self.index.get(&pgno)?;
+        Some(&mut self.slots[i].page)
+    }
+
     /// Insert or replace a page.
     pub fn put(&mut self, pgno: Pgno, page: CachedPage) {
         if let Some(&i) = self.index.get(&pgno) {

@@ -11,22 +11,23 @@
 //! during a session, goes to trunk pages (all free, so safe to overwrite)
 //! at a clean close, and is rebuilt by walking the trees after a crash.
 
-use super::WritePages;
+use super::{Pager, WritePages};
 use crate::base::freelist::{be, parse_trunk, trunk_capacity};
 use crate::base::{Error, Pgno, Result};
 use crate::page::{PageRead, PageWrite};
+use std::ops::Deref;
 
-fn corrupt(wp: &WritePages<'_>, pgno: Pgno, what: String) -> Error {
+fn corrupt<R: Deref<Target = Pager>>(wp: &WritePages<R>, pgno: Pgno, what: String) -> Error {
     Error::corrupt(wp.pager.db.path.display().to_string(), pgno, what)
 }
 
 /// Leaf slots per trunk page when the format reserves a tail.
-fn capacity_for(wp: &WritePages<'_>) -> usize {
+fn capacity_for<R: Deref<Target = Pager>>(wp: &WritePages<R>) -> usize {
     trunk_capacity(wp.page_size() - wp.pager.format().raw_reserved())
 }
 
 /// Take a page from the free list, or grow the file by one page.
-pub fn allocate(wp: &mut WritePages<'_>) -> Result<Pgno> {
+pub fn allocate<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<Pgno> {
     if let Some(free) = &mut wp.st.free {
         if let Some(p) = free.pop() {
             wp.st.header.freelist_count = free.len() as u32;
@@ -64,7 +65,7 @@ pub fn allocate(wp: &mut WritePages<'_>) -> Result<Pgno> {
 }
 
 /// Return pages to the free list (at commit).
-pub fn release(wp: &mut WritePages<'_>, pages: &[Pgno]) -> Result<()> {
+pub fn release<R: Deref<Target = Pager>>(wp: &mut WritePages<R>, pages: &[Pgno]) -> Result<()> {
     if let Some(free) = &mut wp.st.free {
         free.extend_from_slice(pages);
         wp.st.header.freelist_count = free.len() as u32;
@@ -97,7 +98,7 @@ pub fn release(wp: &mut WritePages<'_>, pages: &[Pgno]) -> Result<()> {
 /// Write a volatile free list to trunk pages taken from the list itself
 /// and point the header at them (at a clean close). A no-op for a
 /// persistent list.
-pub fn persist(wp: &mut WritePages<'_>) -> Result<()> {
+pub fn persist<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<()> {
     let Some(mut free) = wp.st.free.take() else {
         return Ok(());
     };

@@ -7,6 +7,34 @@
 //! mode's [`Journal`], and only then installs them in the shared cache.
 //! When the dirty set outgrows the cache budget, pages are *spilled*
 //! through [`Journal::spill`] under the EXCLUSIVE lock.
+//!
+//! # Invariants
+//!
+//! Cited as "(P1)" ... where the code relies on them.
+//!
+//! - **P1** Uncommitted data never enters the shared cache: it holds only
+//!   images of committed pages (the writer's pages live in [`WriteState`]
+//!   until [`Journal::commit`] returned).
+//! - **P2** A commit is installed in the cache and the shared header in one
+//!   critical section of the `shared` mutex, after the journal made it
+//!   durable; a reader sees all of it or none of it.
+//! - **P3** A reader whose snapshot is older than a page's last commit
+//!   (`page_tid`) never uses the cached image; it asks the journal for the
+//!   version of its snapshot.
+//! - **P4** The cache mutex is never held across storage I/O or decoding:
+//!   a miss reads and decodes unlocked and inserts only if no commit was
+//!   installed meanwhile.
+//! - **P5** Every write transaction's identity (TID, snapshot) comes from
+//!   the concurrency layer ([`LockManager::begin_txn`]); the pager never
+//!   derives one.
+//! - **P6** The pager is in exactly one [`PagerState`]; a transition not in
+//!   [`PagerState::allows`] is an engine bug and returns
+//!   [`Error::Internal`] instead of acting.
+//! - **P7** After a failed undo of storage (a sync or write that cannot be
+//!   taken back) the pager is in [`PagerState::Error`] until reopen: every
+//!   later operation fails with [`Error::Poisoned`].
+//! - **P8** A read-only pager never writes, creates, truncates, renames or
+//!   removes a file: its VFS refuses them ([`crate::storage::ReadOnlyVfs`]).
 
 mod cache;
 mod freelist;
@@ -14,17 +42,19 @@ mod freelist;
 pub use cache::{CachedPage, PageCache};
 
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
-use crate::base::{Error, Pgno, Result};
-use crate::cc::{self, LockManager};
+use crate::base::{Error, Pgno, Result, Tid};
+use crate::cc::{self, LockManager, Txn};
 use crate::journal::{
     registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, FreeListPolicy, Journal,
     ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
 };
 use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat};
 use crate::page::{PageRead, PageWrite};
-use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, Vfs, VfsFile};
+use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::collections::{HashMap, HashSet};
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +74,8 @@ pub struct PagerConfig {
     pub sync: Synchronous,
     /// Create the file if missing.
     pub create: bool,
+    /// Never write (P8).
+    pub read_only: bool,
     /// Test-only breakage.
     pub faults: TestFaults,
     /// Mode-specific options.
@@ -55,14 +87,55 @@ struct Shared {
     header: Header,
     /// TID of the last commit that wrote each page (this session). A
     /// reader whose snapshot is older than that must not use the cached
-    /// (newest) image; it asks the journal for the version it may see.
-    page_tid: HashMap<Pgno, u64>,
-    /// Open read transactions by snapshot.
-    readers: std::collections::BTreeMap<u64, usize>,
-    /// The committed free list, when the journal keeps it in memory
-    /// ([`Journal::volatile_free_list`]); the header's trunk fields are
-    /// then 0 and its count mirrors this list.
+    /// (newest) image; it asks the journal for the version it may see (P3).
+    page_tid: HashMap<Pgno, Tid>,
+    /// The committed free list, when the mode keeps it in memory
+    /// ([`FreeListPolicy::Volatile`]); the header's trunk fields are then 0
+    /// and its count mirrors this list.
     free: Option<Vec<Pgno>>,
+}
+
+/// The states of a pager (P6). Readers do not change it: any number of
+/// them run in every state but [`PagerState::Closed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PagerState {
+    /// No write transaction.
+    Idle,
+    /// A write transaction holds private pages; storage is untouched.
+    WriterActive,
+    /// The write transaction has spilled pages to storage (through the
+    /// journal, which can undo them).
+    Spilled,
+    /// The journal is making a commit durable.
+    Committing,
+    /// A failed undo left storage in a state only recovery at the next
+    /// open can repair (P7).
+    Error,
+    /// Closed; nothing more runs.
+    Closed,
+}
+
+impl PagerState {
+    /// Whether the pager may go from `self` to `to`.
+    pub fn allows(self, to: PagerState) -> bool {
+        use PagerState::*;
+        match (self, to) {
+            (Error | Closed, _) => false,
+            (_, Error) => true,
+            (Idle, WriterActive | Closed) => true,
+            (WriterActive, Spilled | Committing | Idle) => true,
+            (Spilled, Spilled | Committing | Idle) => true,
+            (Committing, Idle) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Open read transactions by snapshot. Kept off the cache mutex and the
+/// writer's locks: a reader registers here and nowhere else in the pager.
+#[derive(Default)]
+struct Readers {
+    by_snapshot: BTreeMap<Tid, usize>,
 }
 
 /// The pager of one open database.
@@ -71,10 +144,12 @@ pub struct Pager {
     pub db: DbFile,
     format: Arc<dyn NodeFormat>,
     shared: Mutex<Shared>,
+    readers: Mutex<Readers>,
     journal: Box<dyn Journal>,
     /// Serializes commits, spills and rollbacks.
     commit_lock: Mutex<()>,
-    poisoned: Mutex<Option<String>>,
+    /// The state (P6) and, in [`PagerState::Error`], why.
+    state: Mutex<(PagerState, Option<String>)>,
     locks: Arc<dyn LockManager>,
     cfg: PagerConfig,
     /// What recovery did at open.
@@ -86,6 +161,11 @@ pub struct Pager {
 impl Pager {
     /// Open or create the database at `path`, running crash recovery.
     pub fn open(vfs: Arc<dyn Vfs>, path: &Path, cfg: PagerConfig) -> Result<Pager> {
+        let vfs: Arc<dyn Vfs> = if cfg.read_only {
+            Arc::new(ReadOnlyVfs::new(vfs))
+        } else {
+            vfs
+        };
         if !valid_page_size(cfg.page_size) {
             return Err(Error::InvalidArgument(format!(
                 "page size {} is not a power of two between 512 and 65536",
@@ -116,7 +196,7 @@ impl Pager {
             }
         }
         let existed = vfs.exists(path)?;
-        if !existed && !cfg.create {
+        if !existed && (!cfg.create || cfg.read_only) {
             return Err(Error::io(
                 "open",
                 path,
@@ -158,7 +238,12 @@ impl Pager {
         let mut probe = [0u8; HEADER_LEN];
         let n = file.read_at(&mut probe, 0)?;
         let fresh = len == 0 || (probe[..n].iter().all(|&b| b == 0) && len <= 2 * 65536);
-        let header = if fresh {
+        let header = if fresh && cfg.read_only {
+            return Err(Error::ReadOnly(format!(
+                "{} is empty: there is no database to read yet",
+                path.display()
+            )));
+        } else if fresh {
             Self::initialize(&vfs, path, &file, &cfg, existed)?
         } else {
             let mut h = Header::read_from(&probe[..n], &path.display().to_string())?;
@@ -193,12 +278,12 @@ impl Pager {
                 cache: PageCache::new(cache_pages),
                 header,
                 page_tid: HashMap::new(),
-                readers: Default::default(),
                 free: None,
             }),
+            readers: Mutex::new(Readers::default()),
             journal,
             commit_lock: Mutex::new(()),
-            poisoned: Mutex::new(None),
+            state: Mutex::new((PagerState::Idle, None)),
             locks: cc::lock_manager(spec.protocols[0], spec.locking),
             cfg: PagerConfig { cache_pages, ..cfg },
             recovery,
@@ -386,11 +471,47 @@ impl Pager {
     }
 
     fn check_poison(&self) -> Result<()> {
-        match &*self.poisoned.lock() {
-            Some(why) => Err(Error::Aborted(format!(
-                "an earlier failure left the database needing recovery; reopen it ({why})"
+        let st = self.state.lock();
+        match st.0 {
+            PagerState::Error => Err(Error::Poisoned(format!(
+                "{}: an earlier failure left the database needing recovery; reopen it ({})",
+                self.file_name(),
+                st.1.as_deref().unwrap_or("unknown")
             ))),
-            None => Ok(()),
+            PagerState::Closed => Err(Error::Closed(self.file_name())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> PagerState {
+        self.state.lock().0
+    }
+
+    /// Move to `to` (P6).
+    fn transition(&self, to: PagerState) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.0 == to && to != PagerState::Spilled {
+            return Ok(());
+        }
+        if !st.0.allows(to) {
+            drop(st);
+            self.check_poison()?;
+            return Err(Error::Internal(format!(
+                "{}: pager state {:?} cannot become {to:?}",
+                self.file_name(),
+                self.state()
+            )));
+        }
+        st.0 = to;
+        Ok(())
+    }
+
+    /// Enter [`PagerState::Error`] (P7).
+    fn poison(&self, why: String) {
+        let mut st = self.state.lock();
+        if st.0 != PagerState::Closed {
+            *st = (PagerState::Error, Some(why));
         }
     }
 
@@ -440,7 +561,7 @@ impl Pager {
             })
         };
         if sh.page_tid.get(&pgno).is_some_and(|&t| t > h.fcc) {
-            // Changed after this snapshot: the cached image is too new.
+            // Changed after this snapshot: the cached image is too new (P3).
             drop(sh);
             let raw = self.read_committed(pgno, h.fcc)?;
             let node = decode(&raw)?;
@@ -450,22 +571,36 @@ impl Pager {
             if !want_node || p.node.is_some() {
                 return Ok((p.raw.clone(), p.node.clone()));
             }
+            // Decode unlocked (P4); keep the node only if the image is
+            // still the cached one.
             let raw = p.raw.clone();
+            drop(sh);
             let node = decode(&raw)?;
-            if let Some(p) = sh.cache.get(pgno) {
-                p.node = node.clone();
+            let mut sh = self.shared.lock();
+            if let Some(p) = sh.cache.peek(pgno) {
+                if Arc::ptr_eq(&p.raw, &raw) {
+                    p.node = node.clone();
+                }
             }
             return Ok((raw, node));
         }
-        let raw = self.read_committed(pgno, sh.header.fcc)?;
+        // Miss: read and decode unlocked (P4). The newest committed image is
+        // visible to this snapshot (P3 checked above); it is cached only if
+        // no commit was installed while the lock was released.
+        let newest = sh.header.fcc;
+        drop(sh);
+        let raw = self.read_committed(pgno, newest)?;
         let node = decode(&raw)?;
-        sh.cache.put(
-            pgno,
-            CachedPage {
-                raw: raw.clone(),
-                node: node.clone(),
-            },
-        );
+        let mut sh = self.shared.lock();
+        if sh.header.fcc == newest && sh.cache.peek(pgno).is_none() {
+            sh.cache.put(
+                pgno,
+                CachedPage {
+                    raw: raw.clone(),
+                    node: node.clone(),
+                },
+            );
+        }
         Ok((raw, node))
     }
 
@@ -476,33 +611,36 @@ impl Pager {
     }
 
     /// Register a read transaction; returns the header of its snapshot.
-    pub fn begin_read(&self) -> Header {
-        let mut sh = self.shared.lock();
-        let h = sh.header;
-        *sh.readers.entry(h.fcc).or_insert(0) += 1;
-        h
+    /// The reader table is locked first so that a commit installed
+    /// meanwhile cannot compute an oldest snapshot that misses this one.
+    pub fn begin_read(&self) -> Result<Header> {
+        self.check_poison()?;
+        let mut r = self.readers.lock();
+        let h = self.shared.lock().header;
+        *r.by_snapshot.entry(h.fcc).or_insert(0) += 1;
+        Ok(h)
     }
 
     /// Unregister a read transaction.
     pub fn end_read(&self, snap: &Header) {
-        let mut sh = self.shared.lock();
-        if let Some(n) = sh.readers.get_mut(&snap.fcc) {
+        let mut r = self.readers.lock();
+        if let Some(n) = r.by_snapshot.get_mut(&snap.fcc) {
             *n -= 1;
             if *n == 0 {
-                sh.readers.remove(&snap.fcc);
+                r.by_snapshot.remove(&snap.fcc);
             }
         }
     }
 
     /// Snapshot of the oldest open reader (`u64::MAX` if none).
-    pub fn oldest_snapshot(&self) -> u64 {
-        self.shared
+    pub fn oldest_snapshot(&self) -> Tid {
+        self.readers
             .lock()
-            .readers
+            .by_snapshot
             .keys()
             .next()
             .copied()
-            .unwrap_or(u64::MAX)
+            .unwrap_or(Tid::MAX)
     }
 
     /// Run a checkpoint (WAL); a no-op in modes without a log. All modes
@@ -531,11 +669,19 @@ impl Pager {
     /// writer lock).
     pub fn begin_write(&self) -> Result<WriteState> {
         self.check_poison()?;
+        if self.cfg.read_only {
+            return Err(Error::ReadOnly(format!(
+                "{} was opened read-only",
+                self.file_name()
+            )));
+        }
+        self.transition(PagerState::WriterActive)?;
         let (header, free) = {
             let sh = self.shared.lock();
             (sh.header, sh.free.clone())
         };
         Ok(WriteState {
+            txn: self.locks.begin_txn(header.fcc),
             orig_header: header,
             header,
             dirty: HashMap::new(),
@@ -556,7 +702,7 @@ impl Pager {
             return Ok(None);
         }
         if st.spilled.contains(&pgno) {
-            return self.read_committed(pgno, st.header.fcc + 1).map(Some);
+            return self.read_committed(pgno, st.txn.tid).map(Some);
         }
         if pgno <= st.orig_header.page_count {
             return self.committed_raw(pgno, None).map(Some);
@@ -606,7 +752,8 @@ impl Pager {
     fn spill(&self, st: &mut WriteState) -> Result<()> {
         self.take_exclusive(st)?;
         let _g = self.commit_lock.lock();
-        let tid = st.header.fcc + 1;
+        self.transition(PagerState::Spilled)?;
+        let tid = st.txn.tid;
         let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().collect();
         pgnos.sort_unstable();
         let mut pages = Vec::with_capacity(pgnos.len());
@@ -637,11 +784,12 @@ impl Pager {
     }
 
     /// Write the header (and dirty pages) through the journal and install
-    /// the new state. `st.header` already carries the new FCC.
+    /// the new state (P1, P2). `st.header` already carries the new FCC.
     fn write_commit(&self, st: &mut WriteState) -> Result<()> {
         self.take_exclusive(st)?;
         let _g = self.commit_lock.lock();
-        let tid = st.header.fcc;
+        self.transition(PagerState::Committing)?;
+        let tid = st.txn.tid;
         let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().filter(|&p| p != 1).collect();
         // Pages allocated and freed again by this transaction and never
         // written: the file must still cover the page count, so they are
@@ -696,6 +844,7 @@ impl Pager {
             free: &free,
         };
         self.journal.commit(&self.db, &set)?;
+        // Durable: install it for readers in one critical section (P1, P2).
         let mut sh = self.shared.lock();
         for &p in &st.spilled {
             sh.cache.remove(p);
@@ -721,6 +870,7 @@ impl Pager {
             sh.free = Some(free.clone());
         }
         drop(sh);
+        self.transition(PagerState::Idle)?;
         // Readers that start from now on see this commit, so the oldest
         // snapshot is final. The commit is durable: a failed maintenance
         // step is the mode's to retry, not the transaction's error.
@@ -731,41 +881,60 @@ impl Pager {
     /// Undo storage effects of a failed commit or a spilled transaction.
     fn undo_storage(&self, st: &WriteState) {
         let _g = self.commit_lock.lock();
-        if let Err(e) = self.journal.rollback(&self.db, st.orig_header.page_count) {
-            *self.poisoned.lock() = Some(e.to_string());
+        match self.journal.rollback(&self.db, st.orig_header.page_count) {
+            // Cached committed pages are still right (P1); pages past the
+            // original end are not cached.
+            Ok(()) => {
+                let _ = self.transition(PagerState::Idle);
+            }
+            Err(e) => self.poison(e.to_string()),
         }
-        // Cached committed pages are still right; pages past the original
-        // end are not cached.
     }
 
     /// Mark the database cleanly closed (one small transaction through the
     /// journal, so a crash here is as safe as any commit) and release the
     /// journal's files.
+    /// Idempotent: closing a closed pager does nothing. A read-only pager
+    /// only releases its lock.
     pub fn close(&self) -> Result<()> {
+        if self.state() == PagerState::Closed {
+            return Ok(());
+        }
         self.check_poison()?;
         let h = self.header();
-        if !h.clean_close || self.journal.session_dirty() {
+        if !self.cfg.read_only && (!h.clean_close || self.journal.session_dirty()) {
             self.locks.begin_write(self.cfg.busy_timeout)?;
             let r = self.begin_write().and_then(|st| {
                 let mut wp = WritePages { pager: self, st };
                 // An in-memory free list goes to trunk pages now: they are
                 // all free, so overwriting them is safe.
-                freelist::persist(&mut wp)?;
-                let st = &mut wp.st;
-                st.header.fcc += 1;
-                st.header.clean_close = true;
-                let r = self.write_commit(st);
+                let r = freelist::persist(&mut wp).and_then(|()| {
+                    let st = &mut wp.st;
+                    st.header.fcc = st.txn.tid;
+                    st.header.clean_close = true;
+                    self.write_commit(st)
+                });
                 if r.is_err() {
-                    self.undo_storage(st);
+                    self.undo_storage(&wp.st);
                 }
                 r
             });
             self.locks.end_write();
             r?;
         }
-        self.journal.close(&self.db)?;
+        if !self.cfg.read_only {
+            self.journal.close(&self.db)?;
+        }
         self.db.file().unlock()?;
-        Ok(())
+        self.transition(PagerState::Closed)
+    }
+}
+
+impl Drop for Pager {
+    /// The last handle is gone: close cleanly (a failure leaves the file
+    /// for recovery at the next open, as a crash would).
+    fn drop(&mut self) {
+        let _ = self.close();
     }
 }
 
@@ -792,6 +961,8 @@ enum Dirty {
 
 /// Pages and header of one write transaction.
 pub struct WriteState {
+    /// Identity from the concurrency layer (P5).
+    pub txn: Txn,
     orig_header: Header,
     /// Working header (page count, free list, catalog root).
     pub header: Header,
@@ -826,20 +997,30 @@ impl WriteState {
 }
 
 /// A write transaction's view of pages: its own dirty pages over the
-/// committed state. The B+tree runs on this.
-pub struct WritePages<'a> {
+/// committed state. The B+tree runs on this. `R` is how it holds the pager:
+/// an `Arc` for a transaction an application keeps, a reference inside the
+/// pager.
+pub struct WritePages<R: Deref<Target = Pager> = Arc<Pager>> {
     /// The pager.
-    pub pager: &'a Pager,
+    pub pager: R,
     /// The transaction's state.
     pub st: WriteState,
 }
 
-impl WritePages<'_> {
+impl<R: Deref<Target = Pager>> WritePages<R> {
     fn check_range(&self, pgno: Pgno) -> Result<()> {
         if pgno == 0 || pgno > self.st.header.page_count {
             return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
         }
         Ok(())
+    }
+
+    /// The per-page hook before this transaction first writes `pgno`.
+    fn first_write(&self, pgno: Pgno) -> Result<()> {
+        if self.st.dirty.contains_key(&pgno) {
+            return Ok(());
+        }
+        self.pager.locks.before_write(&self.st.txn, pgno)
     }
 
     fn maybe_spill(&mut self) -> Result<()> {
@@ -850,7 +1031,7 @@ impl WritePages<'_> {
     }
 }
 
-impl PageRead for WritePages<'_> {
+impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
     fn page_size(&self) -> usize {
         self.pager.db.page_size
     }
@@ -871,14 +1052,15 @@ impl PageRead for WritePages<'_> {
         match self.st.dirty.get(&pgno) {
             Some(Dirty::Node(n)) => return Ok(n.clone()),
             Some(Dirty::Raw(r)) => {
-                let ctx = self.pager.decode_ctx(self.st.header.fcc + 1);
+                let ctx = self.pager.decode_ctx(self.st.txn.tid);
                 return Ok(Arc::new(self.pager.format.decode(pgno, r, &ctx)?));
             }
             None => {}
         }
+        self.pager.locks.before_read(&self.st.txn, pgno)?;
         if self.st.spilled.contains(&pgno) {
-            let raw = self.pager.read_committed(pgno, self.st.header.fcc + 1)?;
-            let ctx = self.pager.decode_ctx(self.st.header.fcc + 1);
+            let raw = self.pager.read_committed(pgno, self.st.txn.tid)?;
+            let ctx = self.pager.decode_ctx(self.st.txn.tid);
             return Ok(Arc::new(self.pager.format.decode(pgno, &raw, &ctx)?));
         }
         self.pager.committed_node(pgno, None)
@@ -889,14 +1071,13 @@ impl PageRead for WritePages<'_> {
         match self.st.dirty.get(&pgno) {
             Some(Dirty::Raw(r)) => return Ok(r.clone()),
             Some(d @ Dirty::Node(_)) => {
-                return self
-                    .pager
-                    .encode_dirty(&self.st, pgno, d, self.st.header.fcc + 1)
+                return self.pager.encode_dirty(&self.st, pgno, d, self.st.txn.tid)
             }
             None => {}
         }
+        self.pager.locks.before_read(&self.st.txn, pgno)?;
         let (raw, fcc) = if self.st.spilled.contains(&pgno) {
-            let t = self.st.header.fcc + 1;
+            let t = self.st.txn.tid;
             (self.pager.read_committed(pgno, t)?, t)
         } else {
             (
@@ -917,15 +1098,17 @@ impl PageRead for WritePages<'_> {
     }
 }
 
-impl PageWrite for WritePages<'_> {
+impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     fn put_node(&mut self, pgno: Pgno, node: Node) -> Result<()> {
         self.check_range(pgno)?;
+        self.first_write(pgno)?;
         self.st.dirty.insert(pgno, Dirty::Node(Arc::new(node)));
         self.maybe_spill()
     }
 
     fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
         self.check_range(pgno)?;
+        self.first_write(pgno)?;
         if data.len() != self.pager.db.page_size {
             return Err(Error::InvalidArgument(format!(
                 "page image of {} bytes for a {}-byte page",
@@ -950,7 +1133,7 @@ impl PageWrite for WritePages<'_> {
             base.as_deref(),
             &EncodeCtx {
                 page_size: self.pager.db.page_size,
-                tid: self.st.header.fcc + 1,
+                tid: self.st.txn.tid,
             },
         ))
     }
@@ -964,18 +1147,22 @@ impl PageWrite for WritePages<'_> {
                 "attempt to free the header or catalog page",
             ));
         }
+        self.first_write(pgno)?;
         self.st.dirty.remove(&pgno);
         self.st.freed.push(pgno);
         Ok(())
     }
 }
 
-impl WritePages<'_> {
+impl<R: Deref<Target = Pager>> WritePages<R> {
     /// Commit: return freed pages to the free list, bump the FCC, encode,
     /// journal, install. On failure the transaction is undone on storage
     /// as far as possible.
     pub fn commit(mut self) -> Result<()> {
         self.pager.check_poison()?;
+        if self.st.is_clean() {
+            return self.pager.transition(PagerState::Idle);
+        }
         // `st.freed` stays: the commit tells the journal which pages are
         // free in the state it commits.
         let freed = self.st.freed.clone();
@@ -987,7 +1174,7 @@ impl WritePages<'_> {
             return Err(e);
         }
         let st = &mut self.st;
-        st.header.fcc += 1;
+        st.header.fcc = st.txn.tid;
         st.header.clean_close = false;
         st.header.journal_mode = self.pager.cfg.spec.code;
         if let Err(e) = self.pager.write_commit(st) {
@@ -1003,21 +1190,22 @@ impl WritePages<'_> {
     pub fn rollback(self) -> Result<()> {
         if self.st.exclusive {
             self.pager.undo_storage(&self.st);
-            self.pager.check_poison()?;
+            return self.pager.check_poison();
         }
-        Ok(())
+        self.pager.transition(PagerState::Idle)
     }
 }
 
-/// The committed state as of a snapshot, for readers.
-pub struct ReadPages<'a> {
+/// The committed state as of a snapshot, for readers. `R` is how it holds
+/// the pager (see [`WritePages`]).
+pub struct ReadPages<R: Deref<Target = Pager> = Arc<Pager>> {
     /// The pager.
-    pub pager: &'a Pager,
+    pub pager: R,
     /// The header of the snapshot (its FCC and page count).
     pub snap: Header,
 }
 
-impl PageRead for ReadPages<'_> {
+impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
     fn page_size(&self) -> usize {
         self.pager.db.page_size
     }

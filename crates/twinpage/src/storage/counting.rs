@@ -6,7 +6,7 @@ use crate::base::Result;
 use parking_lot::Mutex;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Cumulative I/O counters, shared by a [`CountingVfs`] and its files.
@@ -23,6 +23,9 @@ pub struct IoCounters {
     set_len: AtomicU64,
     dir_syncs: AtomicU64,
     trace: Mutex<Option<Vec<IoEvent>>>,
+    /// Whether a trace is recording: checked before `trace` is locked, so
+    /// an untraced call costs only atomic adds.
+    tracing: AtomicBool,
 }
 
 /// A point-in-time copy of the counters; subtract two to get a delta.
@@ -144,14 +147,19 @@ impl IoCounters {
     /// Start recording every mutating call (discarding an earlier trace).
     pub fn start_trace(&self) {
         *self.trace.lock() = Some(Vec::new());
+        self.tracing.store(true, Relaxed);
     }
 
     /// Stop recording and return what was recorded.
     pub fn take_trace(&self) -> Vec<IoEvent> {
+        self.tracing.store(false, Relaxed);
         self.trace.lock().take().unwrap_or_default()
     }
 
     fn record(&self, ev: impl FnOnce() -> IoEvent) {
+        if !self.tracing.load(Relaxed) {
+            return;
+        }
         if let Some(t) = self.trace.lock().as_mut() {
             t.push(ev());
         }

@@ -10,11 +10,13 @@ mod counting;
 mod dbfile;
 mod mem;
 mod os;
+mod readonly;
 
 pub use counting::{CountingVfs, IoCounters, IoEvent, IoSnapshot};
 pub use dbfile::{wait_os_lock, DbFile};
 pub use mem::MemVfs;
 pub use os::OsVfs;
+pub use readonly::ReadOnlyVfs;
 
 use crate::base::Result;
 use std::path::{Path, PathBuf};

@@ -35,8 +35,11 @@ pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
             "busy_timeout".into(),
             format!("{} ms", opts.busy_timeout.as_millis()),
         ),
-        ("merge".into(), opts.tree.merge.to_string()),
-        ("redistribute".into(), opts.tree.redistribute.to_string()),
+        ("merge".into(), opts.tree_config().merge.to_string()),
+        (
+            "redistribute".into(),
+            opts.tree_config().redistribute.to_string(),
+        ),
     ];
     // Mode-specific options, as given (the mode validated them at open).
     v.extend(opts.mode_opts.0.iter().cloned());
