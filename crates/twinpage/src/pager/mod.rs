@@ -613,8 +613,13 @@ impl Pager {
     /// Register a read transaction; returns the header of its snapshot.
     /// The reader table is locked first so that a commit installed
     /// meanwhile cannot compute an oldest snapshot that misses this one.
+    /// Readers still run in [`PagerState::Error`]: the cache and the
+    /// shared header hold only committed data (P1), and recovery at the
+    /// next open decides what storage holds.
     pub fn begin_read(&self) -> Result<Header> {
-        self.check_poison()?;
+        if self.state() == PagerState::Closed {
+            return Err(Error::Closed(self.file_name()));
+        }
         let mut r = self.readers.lock();
         let h = self.shared.lock().header;
         *r.by_snapshot.entry(h.fcc).or_insert(0) += 1;
