@@ -2,8 +2,9 @@
 //! view) with CLOCK eviction. Uncommitted pages never enter it; they live
 //! in the writer's private dirty set until commit.
 
-use crate::base::Pgno;
+use crate::base::{Pgno, Tid};
 use crate::node::Node;
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -143,6 +144,60 @@ impl PageCache {
     /// True when nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
+    }
+}
+
+/// One shard of the shared cache: its pages and, for the same pages, the
+/// TID of the last commit that wrote each one this session (P3).
+pub struct Shard {
+    /// Cached committed pages.
+    pub cache: PageCache,
+    /// Last committing TID per page.
+    pub page_tid: HashMap<Pgno, Tid>,
+}
+
+/// The shared cache split by page number, so readers of different pages
+/// do not wait for one mutex. Small caches keep one shard, and so exact
+/// CLOCK order; every shard holds at least 64 pages.
+pub struct ShardedCache {
+    shards: Box<[Mutex<Shard>]>,
+}
+
+impl ShardedCache {
+    /// A cache of about `capacity` pages in total.
+    pub fn new(capacity: usize) -> Self {
+        let n = (capacity / 64).clamp(1, 16);
+        let per = capacity.div_ceil(n);
+        ShardedCache {
+            shards: (0..n)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        cache: PageCache::new(per),
+                        page_tid: HashMap::new(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The shard that holds `pgno`, locked.
+    pub fn shard(&self, pgno: Pgno) -> MutexGuard<'_, Shard> {
+        self.shards[pgno as usize % self.shards.len()].lock()
+    }
+
+    /// Hits and misses over all shards.
+    pub fn stats(&self) -> (u64, u64) {
+        self.shards.iter().fold((0, 0), |(h, m), s| {
+            let s = s.lock();
+            (h + s.cache.hits, m + s.cache.misses)
+        })
+    }
+
+    /// Drop pages above `count` (the file shrank).
+    pub fn truncate(&self, count: Pgno) {
+        for s in self.shards.iter() {
+            s.lock().cache.truncate(count);
+        }
     }
 }
 

@@ -15,9 +15,11 @@
 //! - **P1** Uncommitted data never enters the shared cache: it holds only
 //!   images of committed pages (the writer's pages live in [`WriteState`]
 //!   until [`Journal::commit`] returned).
-//! - **P2** A commit is installed in the cache and the shared header in one
-//!   critical section of the `shared` mutex, after the journal made it
-//!   durable; a reader sees all of it or none of it.
+//! - **P2** A commit is installed after the journal made it durable: its
+//!   pages go into the cache (each with its TID in `page_tid`) before the
+//!   shared header is published, so a reader that starts with the new
+//!   header finds every page of it, and one with an older header skips
+//!   them (P3).
 //! - **P3** A reader whose snapshot is older than a page's last commit
 //!   (`page_tid`) never uses the cached image; it asks the journal for the
 //!   version of its snapshot.
@@ -39,7 +41,7 @@
 mod cache;
 mod freelist;
 
-pub use cache::{CachedPage, PageCache};
+pub use cache::{CachedPage, PageCache, ShardedCache};
 
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, Pgno, Result, Tid};
@@ -83,12 +85,7 @@ pub struct PagerConfig {
 }
 
 struct Shared {
-    cache: PageCache,
     header: Header,
-    /// TID of the last commit that wrote each page (this session). A
-    /// reader whose snapshot is older than that must not use the cached
-    /// (newest) image; it asks the journal for the version it may see (P3).
-    page_tid: HashMap<Pgno, Tid>,
     /// The committed free list, when the mode keeps it in memory
     /// ([`FreeListPolicy::Volatile`]); the header's trunk fields are then 0
     /// and its count mirrors this list.
@@ -144,6 +141,11 @@ pub struct Pager {
     pub db: DbFile,
     format: Arc<dyn NodeFormat>,
     shared: Mutex<Shared>,
+    /// Committed pages, and per page the TID of the last commit that wrote
+    /// it this session: a reader whose snapshot is older than that must
+    /// not use the cached (newest) image; it asks the journal for the
+    /// version it may see (P3).
+    cache: ShardedCache,
     readers: Mutex<Readers>,
     journal: Box<dyn Journal>,
     /// Serializes commits, spills and rollbacks.
@@ -274,12 +276,8 @@ impl Pager {
         let pager = Pager {
             db: DbFile::new(vfs, path.to_path_buf(), file, ps),
             format,
-            shared: Mutex::new(Shared {
-                cache: PageCache::new(cache_pages),
-                header,
-                page_tid: HashMap::new(),
-                free: None,
-            }),
+            shared: Mutex::new(Shared { header, free: None }),
+            cache: ShardedCache::new(cache_pages),
             readers: Mutex::new(Readers::default()),
             journal,
             commit_lock: Mutex::new(()),
@@ -466,8 +464,7 @@ impl Pager {
 
     /// Cache hit and miss counts.
     pub fn cache_stats(&self) -> (u64, u64) {
-        let s = self.shared.lock();
-        (s.cache.hits, s.cache.misses)
+        self.cache.stats()
     }
 
     fn check_poison(&self) -> Result<()> {
@@ -547,8 +544,10 @@ impl Pager {
     }
 
     fn load(&self, pgno: Pgno, snap: Option<&Header>, want_node: bool) -> Result<Loaded> {
-        let mut sh = self.shared.lock();
-        let h = *snap.unwrap_or(&sh.header);
+        let h = match snap {
+            Some(h) => *h,
+            None => self.header(),
+        };
         if pgno == 0 || pgno > h.page_count {
             return Err(self.out_of_range(pgno, h.page_count));
         }
@@ -560,6 +559,7 @@ impl Pager {
                 None
             })
         };
+        let mut sh = self.cache.shard(pgno);
         if sh.page_tid.get(&pgno).is_some_and(|&t| t > h.fcc) {
             // Changed after this snapshot: the cached image is too new (P3).
             drop(sh);
@@ -576,7 +576,7 @@ impl Pager {
             let raw = p.raw.clone();
             drop(sh);
             let node = decode(&raw)?;
-            let mut sh = self.shared.lock();
+            let mut sh = self.cache.shard(pgno);
             if let Some(p) = sh.cache.peek(pgno) {
                 if Arc::ptr_eq(&p.raw, &raw) {
                     p.node = node.clone();
@@ -584,15 +584,15 @@ impl Pager {
             }
             return Ok((raw, node));
         }
-        // Miss: read and decode unlocked (P4). The newest committed image is
-        // visible to this snapshot (P3 checked above); it is cached only if
-        // no commit was installed while the lock was released.
-        let newest = sh.header.fcc;
+        // Miss: read and decode unlocked (P4). No commit after this
+        // snapshot wrote the page (P3 checked above), so its version here is
+        // the newest; it is cached only if that still holds.
         drop(sh);
-        let raw = self.read_committed(pgno, newest)?;
+        let raw = self.read_committed(pgno, h.fcc)?;
         let node = decode(&raw)?;
-        let mut sh = self.shared.lock();
-        if sh.header.fcc == newest && sh.cache.peek(pgno).is_none() {
+        let mut sh = self.cache.shard(pgno);
+        let unchanged = sh.page_tid.get(&pgno).is_none_or(|&t| t <= h.fcc);
+        if unchanged && sh.cache.peek(pgno).is_none() {
             sh.cache.put(
                 pgno,
                 CachedPage {
@@ -849,9 +849,9 @@ impl Pager {
             free: &free,
         };
         self.journal.commit(&self.db, &set)?;
-        // Durable: install it for readers in one critical section (P1, P2).
-        let mut sh = self.shared.lock();
+        // Durable: install the pages, then publish the header (P1, P2).
         for &p in &st.spilled {
+            let mut sh = self.cache.shard(p);
             sh.cache.remove(p);
             sh.page_tid.insert(p, tid);
         }
@@ -860,6 +860,7 @@ impl Pager {
                 Some(Dirty::Node(n)) => Some(n.clone()),
                 _ => None,
             };
+            let mut sh = self.cache.shard(img.pgno);
             sh.page_tid.insert(img.pgno, tid);
             sh.cache.put(
                 img.pgno,
@@ -869,7 +870,8 @@ impl Pager {
                 },
             );
         }
-        sh.cache.truncate(st.header.page_count);
+        self.cache.truncate(st.header.page_count);
+        let mut sh = self.shared.lock();
         sh.header = st.header;
         if let Some(free) = &st.free {
             sh.free = Some(free.clone());
