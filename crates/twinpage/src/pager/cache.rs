@@ -4,8 +4,9 @@
 
 use crate::base::{Pgno, Tid};
 use crate::node::Node;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// A cached committed page.
@@ -20,7 +21,9 @@ pub struct CachedPage {
 struct Slot {
     pgno: Pgno,
     page: CachedPage,
-    referenced: bool,
+    /// CLOCK's reference bit; atomic so that a hit needs only a shared
+    /// lock.
+    referenced: AtomicBool,
 }
 
 /// CLOCK cache of committed pages.
@@ -30,9 +33,9 @@ pub struct PageCache {
     index: HashMap<Pgno, usize>,
     hand: usize,
     /// Lookups that hit.
-    pub hits: u64,
+    pub hits: AtomicU64,
     /// Lookups that missed.
-    pub misses: u64,
+    pub misses: AtomicU64,
 }
 
 impl PageCache {
@@ -43,22 +46,24 @@ impl PageCache {
             slots: Vec::new(),
             index: HashMap::new(),
             hand: 0,
-            hits: 0,
-            misses: 0,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
-    /// Look a page up.
-    pub fn get(&mut self, pgno: Pgno) -> Option<&mut CachedPage> {
+    /// Look a page up (a shared borrow: readers hit in parallel).
+    pub fn get(&self, pgno: Pgno) -> Option<&CachedPage> {
         match self.index.get(&pgno) {
             Some(&i) => {
-                self.hits += 1;
-                let s = &mut self.slots[i];
-                s.referenced = true;
-                Some(&mut s.page)
+                self.hits.fetch_add(1, Relaxed);
+                let s = &self.slots[i];
+                if !s.referenced.load(Relaxed) {
+                    s.referenced.store(true, Relaxed);
+                }
+                Some(&s.page)
             }
             None => {
-                self.misses += 1;
+                self.misses.fetch_add(1, Relaxed);
                 None
             }
         }
@@ -75,7 +80,7 @@ impl PageCache {
     pub fn put(&mut self, pgno: Pgno, page: CachedPage) {
         if let Some(&i) = self.index.get(&pgno) {
             self.slots[i].page = page;
-            self.slots[i].referenced = true;
+            self.slots[i].referenced = AtomicBool::new(true);
             return;
         }
         if self.slots.len() < self.capacity {
@@ -83,7 +88,7 @@ impl PageCache {
             self.slots.push(Slot {
                 pgno,
                 page,
-                referenced: true,
+                referenced: AtomicBool::new(true),
             });
             return;
         }
@@ -91,15 +96,15 @@ impl PageCache {
             let h = self.hand;
             self.hand = (self.hand + 1) % self.slots.len();
             let s = &mut self.slots[h];
-            if s.referenced {
-                s.referenced = false;
+            if *s.referenced.get_mut() {
+                *s.referenced.get_mut() = false;
                 continue;
             }
             self.index.remove(&s.pgno);
             *s = Slot {
                 pgno,
                 page,
-                referenced: true,
+                referenced: AtomicBool::new(true),
             };
             self.index.insert(pgno, h);
             return;
@@ -157,21 +162,22 @@ pub struct Shard {
 }
 
 /// The shared cache split by page number, so readers of different pages
-/// do not wait for one mutex. Small caches keep one shard, and so exact
-/// CLOCK order; every shard holds at least 64 pages.
+/// do not wait for one lock; hits take a shard's lock shared. Every shard
+/// holds at least 16 pages (a cache of fewer keeps one shard and exact
+/// CLOCK order).
 pub struct ShardedCache {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[RwLock<Shard>]>,
 }
 
 impl ShardedCache {
     /// A cache of about `capacity` pages in total.
     pub fn new(capacity: usize) -> Self {
-        let n = (capacity / 64).clamp(1, 16);
+        let n = (capacity / 16).clamp(1, 16);
         let per = capacity.div_ceil(n);
         ShardedCache {
             shards: (0..n)
                 .map(|_| {
-                    Mutex::new(Shard {
+                    RwLock::new(Shard {
                         cache: PageCache::new(per),
                         page_tid: HashMap::new(),
                     })
@@ -180,23 +186,35 @@ impl ShardedCache {
         }
     }
 
-    /// The shard that holds `pgno`, locked.
-    pub fn shard(&self, pgno: Pgno) -> MutexGuard<'_, Shard> {
-        self.shards[pgno as usize % self.shards.len()].lock()
+    fn slot(&self, pgno: Pgno) -> &RwLock<Shard> {
+        &self.shards[pgno as usize % self.shards.len()]
+    }
+
+    /// The shard that holds `pgno`, shared: lookups.
+    pub fn read(&self, pgno: Pgno) -> RwLockReadGuard<'_, Shard> {
+        self.slot(pgno).read()
+    }
+
+    /// The shard that holds `pgno`, exclusive: inserts and removals.
+    pub fn write(&self, pgno: Pgno) -> RwLockWriteGuard<'_, Shard> {
+        self.slot(pgno).write()
     }
 
     /// Hits and misses over all shards.
     pub fn stats(&self) -> (u64, u64) {
         self.shards.iter().fold((0, 0), |(h, m), s| {
-            let s = s.lock();
-            (h + s.cache.hits, m + s.cache.misses)
+            let s = s.read();
+            (
+                h + s.cache.hits.load(Relaxed),
+                m + s.cache.misses.load(Relaxed),
+            )
         })
     }
 
     /// Drop pages above `count` (the file shrank).
     pub fn truncate(&self, count: Pgno) {
         for s in self.shards.iter() {
-            s.lock().cache.truncate(count);
+            s.write().cache.truncate(count);
         }
     }
 }

@@ -23,9 +23,9 @@
 //! - **P3** A reader whose snapshot is older than a page's last commit
 //!   (`page_tid`) never uses the cached image; it asks the journal for the
 //!   version of its snapshot.
-//! - **P4** The cache mutex is never held across storage I/O or decoding:
-//!   a miss reads and decodes unlocked and inserts only if no commit was
-//!   installed meanwhile.
+//! - **P4** No cache lock is held across storage I/O or decoding: a miss
+//!   reads and decodes unlocked and inserts only if no commit wrote the
+//!   page meanwhile.
 //! - **P5** Every write transaction's identity (TID, snapshot) comes from
 //!   the concurrency layer ([`LockManager::begin_txn`]); the pager never
 //!   derives one.
@@ -58,6 +58,7 @@ use std::collections::BTreeMap;
 use std::collections::{HashMap, HashSet};
 use std::ops::Deref;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -86,6 +87,10 @@ pub struct PagerConfig {
 
 struct Shared {
     header: Header,
+    /// Open read transactions by snapshot. Registered with the header
+    /// they read, in one critical section, off the cache shards and the
+    /// writer's locks.
+    readers: BTreeMap<Tid, usize>,
     /// The committed free list, when the mode keeps it in memory
     /// ([`FreeListPolicy::Volatile`]); the header's trunk fields are then 0
     /// and its count mirrors this list.
@@ -128,13 +133,6 @@ impl PagerState {
     }
 }
 
-/// Open read transactions by snapshot. Kept off the cache mutex and the
-/// writer's locks: a reader registers here and nowhere else in the pager.
-#[derive(Default)]
-struct Readers {
-    by_snapshot: BTreeMap<Tid, usize>,
-}
-
 /// The pager of one open database.
 pub struct Pager {
     /// The database file.
@@ -146,7 +144,8 @@ pub struct Pager {
     /// not use the cached (newest) image; it asks the journal for the
     /// version it may see (P3).
     cache: ShardedCache,
-    readers: Mutex<Readers>,
+    /// Closed: set once, read by every reader without a lock.
+    closed: AtomicBool,
     journal: Box<dyn Journal>,
     /// Serializes commits, spills and rollbacks.
     commit_lock: Mutex<()>,
@@ -276,9 +275,13 @@ impl Pager {
         let pager = Pager {
             db: DbFile::new(vfs, path.to_path_buf(), file, ps),
             format,
-            shared: Mutex::new(Shared { header, free: None }),
+            shared: Mutex::new(Shared {
+                header,
+                readers: BTreeMap::new(),
+                free: None,
+            }),
             cache: ShardedCache::new(cache_pages),
-            readers: Mutex::new(Readers::default()),
+            closed: AtomicBool::new(false),
             journal,
             commit_lock: Mutex::new(()),
             state: Mutex::new((PagerState::Idle, None)),
@@ -559,7 +562,7 @@ impl Pager {
                 None
             })
         };
-        let mut sh = self.cache.shard(pgno);
+        let sh = self.cache.read(pgno);
         if sh.page_tid.get(&pgno).is_some_and(|&t| t > h.fcc) {
             // Changed after this snapshot: the cached image is too new (P3).
             drop(sh);
@@ -576,7 +579,7 @@ impl Pager {
             let raw = p.raw.clone();
             drop(sh);
             let node = decode(&raw)?;
-            let mut sh = self.cache.shard(pgno);
+            let mut sh = self.cache.write(pgno);
             if let Some(p) = sh.cache.peek(pgno) {
                 if Arc::ptr_eq(&p.raw, &raw) {
                     p.node = node.clone();
@@ -590,7 +593,7 @@ impl Pager {
         drop(sh);
         let raw = self.read_committed(pgno, h.fcc)?;
         let node = decode(&raw)?;
-        let mut sh = self.cache.shard(pgno);
+        let mut sh = self.cache.write(pgno);
         let unchanged = sh.page_tid.get(&pgno).is_none_or(|&t| t <= h.fcc);
         if unchanged && sh.cache.peek(pgno).is_none() {
             sh.cache.put(
@@ -605,43 +608,46 @@ impl Pager {
     }
 
     fn read_committed(&self, pgno: Pgno, snapshot: u64) -> Result<Arc<[u8]>> {
-        let mut buf = vec![0u8; self.db.page_size];
-        self.journal.read_page(&self.db, pgno, snapshot, &mut buf)?;
-        Ok(Arc::from(buf))
+        // Built in place: one allocation, no copy from a Vec.
+        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, self.db.page_size).collect();
+        let bytes = Arc::get_mut(&mut buf)
+            .ok_or_else(|| Error::Internal("a fresh page buffer is shared".into()))?;
+        self.journal.read_page(&self.db, pgno, snapshot, bytes)?;
+        Ok(buf)
     }
 
-    /// Register a read transaction; returns the header of its snapshot.
-    /// The reader table is locked first so that a commit installed
-    /// meanwhile cannot compute an oldest snapshot that misses this one.
-    /// Readers still run in [`PagerState::Error`]: the cache and the
-    /// shared header hold only committed data (P1), and recovery at the
-    /// next open decides what storage holds.
+    /// Register a read transaction; returns the header of its snapshot,
+    /// read and registered in one critical section so that a commit cannot
+    /// compute an oldest snapshot that misses it. Readers still run in
+    /// [`PagerState::Error`]: the cache and the shared header hold only
+    /// committed data (P1), and recovery at the next open decides what
+    /// storage holds.
     pub fn begin_read(&self) -> Result<Header> {
-        if self.state() == PagerState::Closed {
+        if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed(self.file_name()));
         }
-        let mut r = self.readers.lock();
-        let h = self.shared.lock().header;
-        *r.by_snapshot.entry(h.fcc).or_insert(0) += 1;
+        let mut sh = self.shared.lock();
+        let h = sh.header;
+        *sh.readers.entry(h.fcc).or_insert(0) += 1;
         Ok(h)
     }
 
     /// Unregister a read transaction.
     pub fn end_read(&self, snap: &Header) {
-        let mut r = self.readers.lock();
-        if let Some(n) = r.by_snapshot.get_mut(&snap.fcc) {
+        let mut sh = self.shared.lock();
+        if let Some(n) = sh.readers.get_mut(&snap.fcc) {
             *n -= 1;
             if *n == 0 {
-                r.by_snapshot.remove(&snap.fcc);
+                sh.readers.remove(&snap.fcc);
             }
         }
     }
 
     /// Snapshot of the oldest open reader (`u64::MAX` if none).
     pub fn oldest_snapshot(&self) -> Tid {
-        self.readers
+        self.shared
             .lock()
-            .by_snapshot
+            .readers
             .keys()
             .next()
             .copied()
@@ -851,7 +857,7 @@ impl Pager {
         self.journal.commit(&self.db, &set)?;
         // Durable: install the pages, then publish the header (P1, P2).
         for &p in &st.spilled {
-            let mut sh = self.cache.shard(p);
+            let mut sh = self.cache.write(p);
             sh.cache.remove(p);
             sh.page_tid.insert(p, tid);
         }
@@ -860,7 +866,7 @@ impl Pager {
                 Some(Dirty::Node(n)) => Some(n.clone()),
                 _ => None,
             };
-            let mut sh = self.cache.shard(img.pgno);
+            let mut sh = self.cache.write(img.pgno);
             sh.page_tid.insert(img.pgno, tid);
             sh.cache.put(
                 img.pgno,
@@ -933,6 +939,7 @@ impl Pager {
             self.journal.close(&self.db)?;
         }
         self.db.file().unlock()?;
+        self.closed.store(true, Ordering::Release);
         self.transition(PagerState::Closed)
     }
 }
