@@ -125,3 +125,30 @@ fn recovery_rolls_back_or_commits() {
         }
     }
 }
+
+#[test]
+fn readers_checks_every_read_and_reports_each_thread_count() {
+    let dir = scratch();
+    let json: PathBuf = dir.path().join("readers.json");
+    let out = twinpage()
+        .args(["bench", "readers", "--no-isolate", "--rows", "300"])
+        .args(["--threads", "1,2", "--seconds", "0.05", "--trials", "1"])
+        .args(["--cold-cache-pages", "16", "--dir"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = doc["results"].as_array().unwrap();
+    // twinpage and SQLite, warm and cold, 1 and 2 threads.
+    assert_eq!(rows.len(), 8, "{doc:#}");
+    for r in rows {
+        assert!(r["reads_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}

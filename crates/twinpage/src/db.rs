@@ -197,9 +197,8 @@ pub struct Stats {
     pub free_pages: u32,
     /// File change counter (last committed TID).
     pub fcc: u64,
-    /// Page cache hits since open.
-    pub cache_hits: u64,
-    /// Page cache misses since open.
+    /// Page cache misses since open (hits are not counted: that would
+    /// make every reader write a shared counter).
     pub cache_misses: u64,
     /// Cumulative I/O since open.
     pub io: IoSnapshot,
@@ -413,7 +412,19 @@ impl Db {
 
     /// Read one key in its own read transaction.
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.begin_read()?.get(table, key)
+        // A read transaction that borrows the pager: no reference count
+        // written per lookup.
+        let pager = &*self.inner.pager;
+        pager.locks().begin_read(pager.busy_timeout())?;
+        let r = pager.begin_read().and_then(|snap| {
+            let pages = ReadPages { pager, snap };
+            let r = table_root(&pages, snap.catalog_root, table)
+                .and_then(|root| btree::get(&pages, root, key));
+            pager.end_read(&snap);
+            r
+        });
+        pager.locks().end_read();
+        r
     }
 
     /// Collect a range in its own read transaction.
@@ -460,15 +471,14 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let p = &self.inner().pager;
         let h = p.header();
-        let (hits, misses) = p.cache_stats();
+
         Stats {
             mode: p.spec().mode,
             page_size: p.page_size(),
             page_count: h.page_count,
             free_pages: h.freelist_count,
             fcc: h.fcc,
-            cache_hits: hits,
-            cache_misses: misses,
+            cache_misses: p.cache_misses(),
             io: self.io_counters(),
             recovery: p.recovery.clone(),
             opened_after_crash: p.opened_after_crash,

@@ -18,6 +18,14 @@ pub trait PageRead {
     fn page_count(&self) -> u32;
     /// Logical view of a tree page.
     fn node(&self, pgno: Pgno) -> Result<Arc<Node>>;
+    /// Run `f` on the logical view of tree page `pgno`. A view of the
+    /// committed state may run it on the cached node in place, without
+    /// taking a reference (so concurrent lookups do not all write to the
+    /// hot pages' reference counts); `f` must not call back into the view.
+    fn visit_node(&self, pgno: Pgno, f: &mut dyn FnMut(&Node)) -> Result<()> {
+        f(&*self.node(pgno)?);
+        Ok(())
+    }
     /// Raw bytes of a page (overflow and free-list pages).
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>>;
     /// The free pages, when the pager keeps the free list in memory (the

@@ -6,6 +6,7 @@
 //!   row per auto-commit transaction, every twinpage mode, SQLite's five
 //!   journal modes at synchronous=full, and the floor.
 //! * `twinpage bench mobibench` — one Mobibench workload, every knob.
+//! * `twinpage bench readers` — point reads from 1, 2, 4 threads, warm and cold cache.
 //! * `twinpage bench recovery` — time to open and query after a crash in
 //!   the middle of a commit.
 //!
@@ -15,6 +16,7 @@
 
 pub mod blockdev;
 pub mod engines;
+pub mod readers;
 pub mod recovery;
 pub mod report;
 pub mod workload;
@@ -95,6 +97,8 @@ pub enum BenchCmd {
     Mobibench(MobibenchArgs),
     /// Time open + first query after a crash in the middle of a commit.
     Recovery(recovery::RecoveryArgs),
+    /// Point reads from several threads at once (warm and cold cache).
+    Readers(readers::ReadersArgs),
     /// Internal: the process the recovery benchmark kills.
     #[command(hide = true)]
     CrashChild(recovery::ChildArgs),
@@ -228,6 +232,7 @@ pub fn run(a: Args) -> twinpage::Result<i32> {
         None => run_suite(&a.suite),
         Some(BenchCmd::Mobibench(m)) => run_mobibench(&m),
         Some(BenchCmd::Recovery(r)) => recovery::run(&r),
+        Some(BenchCmd::Readers(r)) => readers::run(&r),
         Some(BenchCmd::CrashChild(c)) => recovery::child(&c),
     };
     match r {

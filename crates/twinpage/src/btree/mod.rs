@@ -76,21 +76,33 @@ pub fn create<P: PageWrite + ?Sized>(p: &mut P) -> Result<Pgno> {
     Ok(root)
 }
 
-/// Look a key up.
+/// Look a key up. Descends with [`PageRead::visit_node`], so a lookup in
+/// the committed state takes no reference to the nodes it passes.
 pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    enum Step {
+        Child(Pgno),
+        Found(Value),
+        Missing,
+    }
     let mut pgno = root;
     for _ in 0..MAX_DEPTH {
-        let node = p.node(pgno)?;
-        match &*node {
-            Node::Interior { cells, right } => {
-                pgno = child_at(cells, *right, child_index(cells, key));
+        let mut step = Step::Missing;
+        p.visit_node(pgno, &mut |node| {
+            step = match node {
+                Node::Interior { cells, right } => {
+                    Step::Child(child_at(cells, *right, child_index(cells, key)))
+                }
+                Node::Leaf(cells) => match cells.binary_search_by(|c| c.key.as_slice().cmp(key)) {
+                    Ok(i) => Step::Found(cells[i].value.clone()),
+                    Err(_) => Step::Missing,
+                },
             }
-            Node::Leaf(cells) => {
-                return match cells.binary_search_by(|c| c.key.as_slice().cmp(key)) {
-                    Ok(i) => Ok(Some(read_value(p, &cells[i].value)?)),
-                    Err(_) => Ok(None),
-                };
-            }
+        })?;
+        match step {
+            Step::Child(c) => pgno = c,
+            Step::Found(Value::Inline(b)) => return Ok(Some(b)),
+            Step::Found(v) => return Ok(Some(read_value(p, &v)?)),
+            Step::Missing => return Ok(None),
         }
     }
     Err(corrupt(

@@ -32,9 +32,8 @@ pub struct PageCache {
     slots: Vec<Slot>,
     index: HashMap<Pgno, usize>,
     hand: usize,
-    /// Lookups that hit.
-    pub hits: AtomicU64,
-    /// Lookups that missed.
+    /// Lookups that missed. (Hits are not counted: a shared counter would
+    /// be written by every reader of every hot page.)
     pub misses: AtomicU64,
 }
 
@@ -46,26 +45,31 @@ impl PageCache {
             slots: Vec::new(),
             index: HashMap::new(),
             hand: 0,
-            hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 
-    /// Look a page up (a shared borrow: readers hit in parallel).
+    /// Look a page up (a shared borrow: readers hit in parallel); a miss
+    /// is counted.
     pub fn get(&self, pgno: Pgno) -> Option<&CachedPage> {
+        let p = self.lookup(pgno);
+        if p.is_none() {
+            self.misses.fetch_add(1, Relaxed);
+        }
+        p
+    }
+
+    /// Look a page up, marking it referenced; a miss is not counted.
+    pub fn lookup(&self, pgno: Pgno) -> Option<&CachedPage> {
         match self.index.get(&pgno) {
             Some(&i) => {
-                self.hits.fetch_add(1, Relaxed);
                 let s = &self.slots[i];
                 if !s.referenced.load(Relaxed) {
                     s.referenced.store(true, Relaxed);
                 }
                 Some(&s.page)
             }
-            None => {
-                self.misses.fetch_add(1, Relaxed);
-                None
-            }
+            None => None,
         }
     }
 
@@ -200,15 +204,12 @@ impl ShardedCache {
         self.slot(pgno).write()
     }
 
-    /// Hits and misses over all shards.
-    pub fn stats(&self) -> (u64, u64) {
-        self.shards.iter().fold((0, 0), |(h, m), s| {
-            let s = s.read();
-            (
-                h + s.cache.hits.load(Relaxed),
-                m + s.cache.misses.load(Relaxed),
-            )
-        })
+    /// Misses over all shards.
+    pub fn misses(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.read().cache.misses.load(Relaxed))
+            .sum()
     }
 
     /// Drop pages above `count` (the file shrank).

@@ -138,7 +138,9 @@ pub struct Pager {
     /// The database file.
     pub db: DbFile,
     format: Arc<dyn NodeFormat>,
-    shared: Mutex<Shared>,
+    /// On its own cache line: readers write it at begin and end, and the
+    /// read-mostly fields around it must not bounce between cores with it.
+    shared: Padded<Mutex<Shared>>,
     /// Committed pages, and per page the TID of the last commit that wrote
     /// it this session: a reader whose snapshot is older than that must
     /// not use the cached (newest) image; it asks the journal for the
@@ -146,6 +148,8 @@ pub struct Pager {
     cache: ShardedCache,
     /// Closed: set once, read by every reader without a lock.
     closed: AtomicBool,
+    /// Unique per open pager (tags the per-thread hot nodes).
+    id: u64,
     journal: Box<dyn Journal>,
     /// Serializes commits, spills and rollbacks.
     commit_lock: Mutex<()>,
@@ -275,13 +279,14 @@ impl Pager {
         let pager = Pager {
             db: DbFile::new(vfs, path.to_path_buf(), file, ps),
             format,
-            shared: Mutex::new(Shared {
+            shared: Padded(Mutex::new(Shared {
                 header,
                 readers: BTreeMap::new(),
                 free: None,
-            }),
+            })),
             cache: ShardedCache::new(cache_pages),
             closed: AtomicBool::new(false),
+            id: NEXT_PAGER_ID.fetch_add(1, Ordering::Relaxed),
             journal,
             commit_lock: Mutex::new(()),
             state: Mutex::new((PagerState::Idle, None)),
@@ -465,9 +470,67 @@ impl Pager {
         self.shared.lock().header
     }
 
-    /// Cache hit and miss counts.
-    pub fn cache_stats(&self) -> (u64, u64) {
-        self.cache.stats()
+    /// Cache misses since open.
+    pub fn cache_misses(&self) -> u64 {
+        self.cache.misses()
+    }
+
+    /// Run `f` on the committed node `pgno` as of `snap`: in place in the
+    /// cache (under its shard's shared lock, no reference taken) when it
+    /// is there and visible to the snapshot (P3), otherwise loaded.
+    ///
+    /// The version of a page a snapshot sees never changes (committed
+    /// history is immutable), so each thread also keeps the nodes it
+    /// visited last, tagged with (pager, page, snapshot FCC): a reader at
+    /// the same snapshot uses them without touching any shared memory.
+    pub fn visit_committed_node(
+        &self,
+        pgno: Pgno,
+        snap: &Header,
+        f: &mut dyn FnMut(&Node),
+    ) -> Result<()> {
+        let slot = pgno as usize % HOT_SLOTS;
+        let mut f = Some(f);
+        let hit = HOT.with(|hot| {
+            let Ok(hot) = hot.try_borrow() else {
+                return false;
+            };
+            match &hot[slot] {
+                Some(e) if e.pager == self.id && e.pgno == pgno && e.fcc == snap.fcc => {
+                    if let Some(f) = f.take() {
+                        f(&e.node);
+                    }
+                    true
+                }
+                _ => false,
+            }
+        });
+        let Some(f) = f.filter(|_| !hit) else {
+            return Ok(());
+        };
+        let node = 'found: {
+            if pgno >= 2 && pgno <= snap.page_count {
+                let sh = self.cache.read(pgno);
+                if sh.page_tid.get(&pgno).is_none_or(|&t| t <= snap.fcc) {
+                    if let Some(CachedPage { node: Some(n), .. }) = sh.cache.lookup(pgno) {
+                        break 'found n.clone();
+                    }
+                }
+            }
+            self.committed_node(pgno, Some(snap))?
+        };
+        f(&node);
+        HOT.with(|hot| {
+            if let Ok(mut hot) = hot.try_borrow_mut() {
+                hot[slot] = Some(HotNode {
+                    pager: self.id,
+                    pgno,
+                    fcc: snap.fcc,
+                    node,
+                });
+            }
+        });
+        Ok(())
     }
 
     fn check_poison(&self) -> Result<()> {
@@ -944,6 +1007,39 @@ impl Pager {
     }
 }
 
+/// A value alone on its cache line(s) (128 bytes: adjacent-line prefetch
+/// pairs lines on x86).
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Slots of the per-thread hot-node table (direct-mapped by page number).
+const HOT_SLOTS: usize = 64;
+
+/// A node a thread visited: valid for readers of the same pager at the
+/// same snapshot.
+struct HotNode {
+    pager: u64,
+    pgno: Pgno,
+    fcc: Tid,
+    node: Arc<Node>,
+}
+
+thread_local! {
+    static HOT: std::cell::RefCell<[Option<HotNode>; HOT_SLOTS]> =
+        const { std::cell::RefCell::new([const { None }; HOT_SLOTS]) };
+}
+
+/// Pager ids: a thread's hot nodes never outlive their meaning, even when
+/// a closed pager's address is reused.
+static NEXT_PAGER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Drop for Pager {
     /// The last handle is gone: close cleanly (a failure leaves the file
     /// for recovery at the next open, as a crash would).
@@ -1234,6 +1330,10 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
 
     fn node(&self, pgno: Pgno) -> Result<Arc<Node>> {
         self.pager.committed_node(pgno, Some(&self.snap))
+    }
+
+    fn visit_node(&self, pgno: Pgno, f: &mut dyn FnMut(&Node)) -> Result<()> {
+        self.pager.visit_committed_node(pgno, &self.snap, f)
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
