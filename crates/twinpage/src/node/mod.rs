@@ -9,6 +9,8 @@
 //! touching the tree: see ARCHITECTURE.md.
 
 pub(crate) mod cell;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod dhl;
 pub mod slotted;
 
