@@ -20,11 +20,12 @@ use twinpage::{Db, Error, JournalMode, Options, Result, Synchronous};
 
 /// The workload of the child for a seed: long enough never to finish
 /// before the kill.
-pub fn child_workload(seed: u64, page_size: usize) -> WorkloadConfig {
+pub fn child_workload(seed: u64, page_size: usize, mode: JournalMode) -> WorkloadConfig {
     WorkloadConfig {
         seed,
         txns: 1_000_000,
         page_size,
+        max_key: Some(mode.node_format().max_key_len(page_size)),
         ..WorkloadConfig::default()
     }
 }
@@ -47,7 +48,7 @@ pub fn run_child(
     page_size: usize,
 ) -> Result<i32> {
     let opts = child_options(mode, sync, page_size);
-    let mut gen = Generator::new(child_workload(seed, page_size));
+    let mut gen = Generator::new(child_workload(seed, page_size, mode));
     let mut db = Some(Db::open(path, opts.clone())?);
     let out = std::io::stdout();
     let say = |line: String| -> Result<()> {
@@ -93,8 +94,8 @@ pub fn run_child(
 
 /// The models after the first `n` commits of a child's workload
 /// (`[0]`: empty).
-pub fn expected_models(seed: u64, page_size: usize, n: u64) -> Vec<Model> {
-    let mut gen = Generator::new(child_workload(seed, page_size));
+pub fn expected_models(seed: u64, page_size: usize, mode: JournalMode, n: u64) -> Vec<Model> {
+    let mut gen = Generator::new(child_workload(seed, page_size, mode));
     let mut out = vec![Model::default()];
     while (out.len() as u64) <= n {
         let Some(plan) = gen.next_plan() else { break };
@@ -247,7 +248,7 @@ pub fn kill_campaign(cfg: &KillConfig) -> Result<KillReport> {
         if started > acked {
             rep.in_flight += 1;
         }
-        let models = expected_models(seed, cfg.page_size, started);
+        let models = expected_models(seed, cfg.page_size, cfg.mode, started);
         let got = (|| -> Result<(Model, bool)> {
             let db = Db::open(&path, child_options(cfg.mode, cfg.sync, cfg.page_size))?;
             let recovered = db.stats().recovery.recovered;

@@ -210,6 +210,9 @@ pub struct WorkloadConfig {
     pub tables: usize,
     /// Allow close/reopen in the middle.
     pub reopen: bool,
+    /// Longest key the database accepts (`Db::max_key_len`); `None`: only
+    /// the page size limits the generated keys.
+    pub max_key: Option<usize>,
 }
 
 impl Default for WorkloadConfig {
@@ -220,6 +223,7 @@ impl Default for WorkloadConfig {
             page_size: 1024,
             tables: 3,
             reopen: true,
+            max_key: None,
         }
     }
 }
@@ -233,10 +237,15 @@ const PREFIXES: [&str; 4] = [
     "org.example.messages/conversations/inbox/attachments/metadata/v2/",
 ];
 
-fn prefixes(page_size: usize) -> Vec<String> {
+fn prefixes(page_size: usize, max_key: usize) -> Vec<String> {
     let mut v: Vec<String> = PREFIXES.iter().map(|s| s.to_string()).collect();
+    // Every key is a prefix plus six digits, within the format's limit.
+    let room = max_key.saturating_sub(6);
+    for p in v.iter_mut() {
+        p.truncate(room);
+    }
     let long = v.last_mut().expect("four prefixes");
-    let want = page_size / 6;
+    let want = (page_size / 6).min(room);
     long.truncate(want);
     while long.len() < want {
         long.push_str("x/");
@@ -261,7 +270,7 @@ impl Generator {
     pub fn new(cfg: WorkloadConfig) -> Self {
         Generator {
             rng: SmallRng::seed_from_u64(cfg.seed ^ 0x7477_696e_7061_6765),
-            prefixes: prefixes(cfg.page_size),
+            prefixes: prefixes(cfg.page_size, cfg.max_key.unwrap_or(usize::MAX)),
             cfg,
             model: Model::default(),
             planned: 0,
@@ -640,8 +649,11 @@ pub fn record(
     ops: &dyn Fn() -> usize,
 ) -> Result<History, RunError> {
     let mut hist = History::new();
-    let mut gen = Generator::new(cfg.clone());
-    let mut db = Some(Db::open(path, opts.clone())?);
+    let first = Db::open(path, opts.clone())?;
+    let mut cfg = cfg.clone();
+    cfg.max_key.get_or_insert(first.max_key_len());
+    let mut gen = Generator::new(cfg);
+    let mut db = Some(first);
     while let Some(plan) = gen.next_plan() {
         match &plan {
             Plan::Reopen => {

@@ -66,8 +66,9 @@ fn decode(pgno: Pgno, page: &[u8], ctx: &DecodeCtx, max_key: usize) -> Result<No
             "cell count {n} / content offset {content} do not fit the page"
         )));
     }
-    let mut leaf = Vec::new();
-    let mut interior: Vec<InteriorCell> = Vec::new();
+    // `n` is bounded by the page size (checked above): sized once.
+    let mut leaf = Vec::with_capacity(if kind == LEAF { n } else { 0 });
+    let mut interior: Vec<InteriorCell> = Vec::with_capacity(if kind == LEAF { 0 } else { n });
     for i in 0..n {
         let off = be_u16(page, HEADER + 2 * i);
         if off < content || off >= page.len() {

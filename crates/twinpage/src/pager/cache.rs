@@ -80,12 +80,13 @@ impl PageCache {
         Some(&mut self.slots[i].page)
     }
 
-    /// Insert or replace a page.
-    pub fn put(&mut self, pgno: Pgno, page: CachedPage) {
+    /// Insert or replace a page; returns the page it replaced or evicted,
+    /// for the caller to drop after releasing its lock (freeing a node's
+    /// cells is not free).
+    pub fn put(&mut self, pgno: Pgno, page: CachedPage) -> Option<CachedPage> {
         if let Some(&i) = self.index.get(&pgno) {
-            self.slots[i].page = page;
-            self.slots[i].referenced = AtomicBool::new(true);
-            return;
+            *self.slots[i].referenced.get_mut() = true;
+            return Some(std::mem::replace(&mut self.slots[i].page, page));
         }
         if self.slots.len() < self.capacity {
             self.index.insert(pgno, self.slots.len());
@@ -94,7 +95,7 @@ impl PageCache {
                 page,
                 referenced: AtomicBool::new(true),
             });
-            return;
+            return None;
         }
         loop {
             let h = self.hand;
@@ -105,13 +106,16 @@ impl PageCache {
                 continue;
             }
             self.index.remove(&s.pgno);
-            *s = Slot {
-                pgno,
-                page,
-                referenced: AtomicBool::new(true),
-            };
+            let old = std::mem::replace(
+                s,
+                Slot {
+                    pgno,
+                    page,
+                    referenced: AtomicBool::new(true),
+                },
+            );
             self.index.insert(pgno, h);
-            return;
+            return Some(old.page);
         }
     }
 

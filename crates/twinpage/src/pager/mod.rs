@@ -658,15 +658,19 @@ impl Pager {
         let node = decode(&raw)?;
         let mut sh = self.cache.write(pgno);
         let unchanged = sh.page_tid.get(&pgno).is_none_or(|&t| t <= h.fcc);
-        if unchanged && sh.cache.peek(pgno).is_none() {
+        let evicted = if unchanged && sh.cache.peek(pgno).is_none() {
             sh.cache.put(
                 pgno,
                 CachedPage {
                     raw: raw.clone(),
                     node: node.clone(),
                 },
-            );
-        }
+            )
+        } else {
+            None
+        };
+        drop(sh);
+        drop(evicted); // freed outside the shard's lock
         Ok((raw, node))
     }
 
@@ -931,13 +935,15 @@ impl Pager {
             };
             let mut sh = self.cache.write(img.pgno);
             sh.page_tid.insert(img.pgno, tid);
-            sh.cache.put(
+            let evicted = sh.cache.put(
                 img.pgno,
                 CachedPage {
                     raw: img.data,
                     node,
                 },
             );
+            drop(sh);
+            drop(evicted);
         }
         self.cache.truncate(st.header.page_count);
         let mut sh = self.shared.lock();
