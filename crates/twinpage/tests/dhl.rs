@@ -232,8 +232,8 @@ fn page_utilization() {
             let mut cells = Vec::new();
             loop {
                 cells.push(LeafCell {
-                    key: (cells.len() as u32).to_be_bytes().to_vec(),
-                    value: Value::Inline(vec![0; r - 4]),
+                    key: (cells.len() as u32).to_be_bytes().to_vec().into(),
+                    value: Value::Inline(vec![0; r - 4].into()),
                 });
                 let ctx = twinpage::node::EncodeCtx {
                     page_size: ps,

@@ -84,12 +84,16 @@ impl<'a, P: PageRead + ?Sized> RangeIter<'a, P> {
                         (None, false) => 0,
                         (None, true) => cells.len(),
                         (Some(k), false) => match &self.lower {
-                            Bound::Excluded(_) => cells.partition_point(|c| c.key <= *k),
-                            _ => cells.partition_point(|c| c.key < *k),
+                            Bound::Excluded(_) => {
+                                cells.partition_point(|c| c.key.as_slice() <= k.as_slice())
+                            }
+                            _ => cells.partition_point(|c| c.key.as_slice() < k.as_slice()),
                         },
                         (Some(k), true) => match &self.upper {
-                            Bound::Excluded(_) => cells.partition_point(|c| c.key < *k),
-                            _ => cells.partition_point(|c| c.key <= *k),
+                            Bound::Excluded(_) => {
+                                cells.partition_point(|c| c.key.as_slice() < k.as_slice())
+                            }
+                            _ => cells.partition_point(|c| c.key.as_slice() <= k.as_slice()),
                         },
                     };
                     self.leaf = Some(node.clone());
@@ -192,7 +196,7 @@ impl<'a, P: PageRead + ?Sized> RangeIter<'a, P> {
                     if !self.in_range(&c.key) {
                         return Ok(None);
                     }
-                    return Ok(Some((c.key.clone(), read_value(self.pages, &c.value)?)));
+                    return Ok(Some((c.key.to_vec(), read_value(self.pages, &c.value)?)));
                 }
                 None => {
                     if !self.next_leaf()? {

@@ -11,7 +11,7 @@ pub mod walk;
 pub use cursor::RangeIter;
 
 use crate::base::{Error, Pgno, Result};
-use crate::node::{InteriorCell, LeafCell, Node, Value};
+use crate::node::{Bytes, InteriorCell, LeafCell, Node, Value};
 use crate::page::{PageRead, PageWrite};
 
 /// Deeper than this means a cycle in a damaged file.
@@ -81,7 +81,8 @@ pub fn create<P: PageWrite + ?Sized>(p: &mut P) -> Result<Pgno> {
 pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option<Vec<u8>>> {
     enum Step {
         Child(Pgno),
-        Found(Value),
+        Inline(Vec<u8>),
+        Overflow(Value),
         Missing,
     }
     let mut pgno = root;
@@ -92,16 +93,21 @@ pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option
                 Node::Interior { cells, right } => {
                     Step::Child(child_at(cells, *right, child_index(cells, key)))
                 }
+                // Copied here: cloning the cell would write the shared page
+                // buffer's reference count.
                 Node::Leaf(cells) => match cells.binary_search_by(|c| c.key.as_slice().cmp(key)) {
-                    Ok(i) => Step::Found(cells[i].value.clone()),
+                    Ok(i) => match &cells[i].value {
+                        Value::Inline(b) => Step::Inline(b.to_vec()),
+                        v => Step::Overflow(v.clone()),
+                    },
                     Err(_) => Step::Missing,
                 },
             }
         })?;
         match step {
             Step::Child(c) => pgno = c,
-            Step::Found(Value::Inline(b)) => return Ok(Some(b)),
-            Step::Found(v) => return Ok(Some(read_value(p, &v)?)),
+            Step::Inline(b) => return Ok(Some(b)),
+            Step::Overflow(v) => return Ok(Some(read_value(p, &v)?)),
             Step::Missing => return Ok(None),
         }
     }
@@ -114,7 +120,7 @@ pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option
 /// Materialize a value (reading its overflow chain if needed).
 pub fn read_value<P: PageRead + ?Sized>(p: &P, v: &Value) -> Result<Vec<u8>> {
     match v {
-        Value::Inline(b) => Ok(b.clone()),
+        Value::Inline(b) => Ok(b.to_vec()),
         Value::Overflow { len, head } => read_overflow(p, *head, *len),
     }
 }
@@ -213,8 +219,8 @@ fn free_value<P: PageWrite + ?Sized>(p: &mut P, v: &Value) -> Result<()> {
 fn make_value<P: PageWrite + ?Sized>(p: &mut P, key: &[u8], value: &[u8]) -> Result<Value> {
     let f = p.format();
     let inline = LeafCell {
-        key: key.to_vec(),
-        value: Value::Inline(value.to_vec()),
+        key: key.into(),
+        value: Value::Inline(value.into()),
     };
     if f.leaf_cell_size(&inline) <= f.max_inline_cell(p.page_size()) {
         return Ok(inline.value);
@@ -228,7 +234,7 @@ fn make_value<P: PageWrite + ?Sized>(p: &mut P, key: &[u8], value: &[u8]) -> Res
 
 /// A node split: `sep` is the smallest key of the new right sibling.
 struct Split {
-    sep: Vec<u8>,
+    sep: Bytes,
     right: Pgno,
 }
 
@@ -330,7 +336,7 @@ fn store<P: PageWrite + ?Sized>(
                 split_point(&sizes)
             };
             let right_cells = cells.split_off(m);
-            let sep = separator(&cells.last().expect("left half").key, &right_cells[0].key);
+            let sep = separator(&cells.last().expect("left half").key, &right_cells[0].key).into();
             (Node::Leaf(cells), Node::Leaf(right_cells), sep)
         }
         Node::Interior { mut cells, right } => {
@@ -556,7 +562,7 @@ fn modify<P: PageWrite + ?Sized>(
                     cells.insert(
                         i,
                         LeafCell {
-                            key: key.to_vec(),
+                            key: key.into(),
                             value: v.take().expect("value consumed once"),
                         },
                     );
@@ -686,7 +692,7 @@ fn rebalance<P: PageWrite + ?Sized>(
             let sizes: Vec<usize> = all.iter().map(|c| f.leaf_cell_size(c)).collect();
             let m = split_point(&sizes);
             let r = all.split_off(m);
-            let s = separator(&all.last().expect("left").key, &r[0].key);
+            let s = separator(&all.last().expect("left").key, &r[0].key).into();
             (Node::Leaf(all), Node::Leaf(r), s)
         }
         Node::Interior { cells: all, .. } if all.len() < 3 => return Ok(false),

@@ -103,10 +103,10 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                     }
                     if collect {
                         let v = match &c.value {
-                            Value::Inline(v) => v.clone(),
+                            Value::Inline(v) => v.to_vec(),
                             Value::Overflow { .. } => Vec::new(),
                         };
-                        leaves.push((c.key.clone(), v));
+                        leaves.push((c.key.to_vec(), v));
                     }
                     self.report.keys += 1;
                 }

@@ -5,8 +5,9 @@
 //! Interior cell: `varint key_len`, key, `u32 child`. Varints are LEB128.
 //! Every length is checked against the page before it is used.
 
-use super::{InteriorCell, LeafCell, Value};
+use super::{Bytes, InteriorCell, LeafCell, Value};
 use crate::base::{Error, Pgno, Result};
+use std::sync::Arc;
 
 /// Bytes of a LEB128 varint.
 pub(crate) fn varint_len(mut v: u64) -> usize {
@@ -74,6 +75,8 @@ pub(crate) struct Reader<'a> {
     pub pos: usize,
     end: usize,
     pgno: Pgno,
+    /// The page as a shared buffer, when cells may point into it.
+    share: Option<&'a Arc<[u8]>>,
 }
 
 impl<'a> Reader<'a> {
@@ -84,7 +87,30 @@ impl<'a> Reader<'a> {
             pos,
             end: end.min(page.len()),
             pgno,
+            share: None,
         }
+    }
+
+    /// Make parsed keys and values point into `buf` (which must hold the
+    /// same bytes as the page) instead of copying them.
+    pub fn sharing(mut self, buf: Option<&'a Arc<[u8]>>) -> Self {
+        self.share = buf.filter(|b| std::ptr::eq(b.as_ptr(), self.page.as_ptr()));
+        self
+    }
+
+    /// The next `n` bytes as [`Bytes`]: shared with the page when possible.
+    fn owned(&mut self, n: u64) -> Result<Bytes> {
+        let start = self.pos;
+        let b = self.bytes(n)?;
+        Ok(
+            match self
+                .share
+                .and_then(|buf| Bytes::shared(buf, start, self.pos))
+            {
+                Some(shared) => shared,
+                None => Bytes::from(b),
+            },
+        )
     }
 
     fn err(&self, what: impl Into<String>) -> Error {
@@ -136,9 +162,9 @@ impl<'a> Reader<'a> {
         if klen > max_key as u64 {
             return Err(self.err(format!("key length {klen} exceeds {max_key}")));
         }
-        let key = self.bytes(klen)?.to_vec();
+        let key = self.owned(klen)?;
         let value = match flags {
-            0 => Value::Inline(self.bytes(vlen)?.to_vec()),
+            0 => Value::Inline(self.owned(vlen)?),
             1 => {
                 let head = self.u32()?;
                 if head == 0 {
@@ -193,7 +219,7 @@ impl<'a> Reader<'a> {
         if klen > max_key as u64 {
             return Err(self.err(format!("key length {klen} exceeds {max_key}")));
         }
-        let key = self.bytes(klen)?.to_vec();
+        let key = self.owned(klen)?;
         let child = self.u32()?;
         if child == 0 {
             return Err(self.err(format!("cell {i}: child is page 0")));

@@ -52,7 +52,7 @@ fn node_strategy(fmt: &'static dyn NodeFormat, ps: usize) -> BoxedStrategy<Node>
         1 => proptest::collection::vec(any::<u8>(), 1..=max_key),
     ];
     let value = prop_oneof![
-        3 => proptest::collection::vec(any::<u8>(), 0..=64).prop_map(Value::Inline),
+        3 => proptest::collection::vec(any::<u8>(), 0..=64).prop_map(|v| Value::Inline(v.into())),
         1 => (1u64..1 << 40, 3u32..1 << 30).prop_map(|(len, head)| Value::Overflow { len, head }),
     ];
     // Up to about a page of small cells, so most nodes fit a fresh page
@@ -61,7 +61,10 @@ fn node_strategy(fmt: &'static dyn NodeFormat, ps: usize) -> BoxedStrategy<Node>
     let leaf = proptest::collection::vec((key.clone(), value), 0..most).prop_map(move |cells| {
         let mut cells: Vec<LeafCell> = cells
             .into_iter()
-            .map(|(key, value)| LeafCell { key, value })
+            .map(|(key, value)| LeafCell {
+                key: key.into(),
+                value,
+            })
             .filter(|c| match &c.value {
                 Value::Inline(_) => fmt.leaf_cell_size(c) <= max_inline,
                 Value::Overflow { .. } => true,
@@ -78,7 +81,10 @@ fn node_strategy(fmt: &'static dyn NodeFormat, ps: usize) -> BoxedStrategy<Node>
         .prop_map(|(cells, right)| {
             let mut cells: Vec<InteriorCell> = cells
                 .into_iter()
-                .map(|(key, child)| InteriorCell { key, child })
+                .map(|(key, child)| InteriorCell {
+                    key: key.into(),
+                    child,
+                })
                 .collect();
             cells.sort_by(|a, b| a.key.cmp(&b.key));
             cells.dedup_by(|a, b| a.key == b.key);

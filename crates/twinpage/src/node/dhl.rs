@@ -34,6 +34,7 @@
 use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
 use crate::base::{Error, Pgno, Result};
+use std::sync::Arc;
 
 /// Size of one slot header.
 pub const SLOT_LEN: usize = 32;
@@ -297,6 +298,91 @@ fn kind_of(node: &Node) -> (u8, Pgno) {
 }
 
 impl DhlFormat {
+    /// Decode, with keys and values pointing into `share` when given.
+    fn decode_in(
+        &self,
+        pgno: Pgno,
+        page: &[u8],
+        share: Option<&Arc<[u8]>>,
+        ctx: &DecodeCtx,
+    ) -> Result<Node> {
+        Self::check_len(pgno, page, ctx.page_size)?;
+        let max_key = self.max_key_len(ctx.page_size);
+        // Under one-writer locking a reader meets at most the next
+        // writer's version above its FCC (recovery and rollback
+        // invalidate the rest), and every version not invalidated checks
+        // out. Verifying both headers turns damage to the visible header's
+        // TID or magic into an error instead of a silent fallback to the
+        // older version.
+        for s in 0..2 {
+            match page[s * SLOT_LEN] {
+                0 => {}
+                MAGIC => {
+                    let h = read_slot(page, s).expect("magic checked");
+                    if h.tid == INV {
+                        continue;
+                    }
+                    if h.tid > ctx.committed_tid.saturating_add(1) {
+                        return Err(corrupt(
+                            pgno,
+                            format!(
+                                "slot header {s}: TID {} above the FCC {} (damaged, or left by \
+                                 an unrecovered transaction)",
+                                h.tid, ctx.committed_tid
+                            ),
+                        ));
+                    }
+                    verified(pgno, page, &h, max_key)?;
+                }
+                b => {
+                    return Err(corrupt(
+                        pgno,
+                        format!("slot header {s}: bad magic {b:#04x}"),
+                    ))
+                }
+            }
+        }
+        let Some(h) = Self::visible_slot(page, ctx.committed_tid) else {
+            let tids: Vec<String> = (0..2)
+                .filter_map(|s| read_slot(page, s))
+                .map(|h| h.tid.to_string())
+                .collect();
+            return Err(corrupt(
+                pgno,
+                format!(
+                    "no committed version (slot TIDs [{}], FCC {})",
+                    tids.join(", "),
+                    ctx.committed_tid
+                ),
+            ));
+        };
+        let cells = parse_version(pgno, page, &h, max_key)?.0;
+        if h.kind == LEAF {
+            let mut out: Vec<LeafCell> = Vec::with_capacity(cells.len());
+            for (i, (off, _, _)) in cells.iter().enumerate() {
+                out.push(
+                    Reader::new(page, *off, page.len(), pgno)
+                        .sharing(share)
+                        .leaf(i, max_key)?,
+                );
+            }
+            Ok(Node::Leaf(out))
+        } else {
+            let mut out: Vec<InteriorCell> = Vec::with_capacity(cells.len());
+            for (i, (off, _, _)) in cells.iter().enumerate() {
+                out.push(
+                    Reader::new(page, *off, page.len(), pgno)
+                        .sharing(share)
+                        .interior(i, max_key)?,
+                );
+            }
+            Ok(Node::Interior {
+                cells: out,
+                right: h.right,
+            })
+        }
+    }
+
     /// The committed version a writer with TID `tid` must preserve: the
     /// valid header with the highest TID below `tid`.
     fn committed_slot(page: &[u8], tid: u64) -> Option<SlotHeader> {
@@ -585,73 +671,11 @@ impl NodeFormat for DhlFormat {
     }
 
     fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node> {
-        Self::check_len(pgno, page, ctx.page_size)?;
-        let max_key = self.max_key_len(ctx.page_size);
-        // Under one-writer locking a reader meets at most the next
-        // writer's version above its FCC (recovery and rollback
-        // invalidate the rest), and every version not invalidated checks
-        // out. Verifying both headers turns damage to the visible header's
-        // TID or magic into an error instead of a silent fallback to the
-        // older version.
-        for s in 0..2 {
-            match page[s * SLOT_LEN] {
-                0 => {}
-                MAGIC => {
-                    let h = read_slot(page, s).expect("magic checked");
-                    if h.tid == INV {
-                        continue;
-                    }
-                    if h.tid > ctx.committed_tid.saturating_add(1) {
-                        return Err(corrupt(
-                            pgno,
-                            format!(
-                                "slot header {s}: TID {} above the FCC {} (damaged, or left by \
-                                 an unrecovered transaction)",
-                                h.tid, ctx.committed_tid
-                            ),
-                        ));
-                    }
-                    verified(pgno, page, &h, max_key)?;
-                }
-                b => {
-                    return Err(corrupt(
-                        pgno,
-                        format!("slot header {s}: bad magic {b:#04x}"),
-                    ))
-                }
-            }
-        }
-        let Some(h) = Self::visible_slot(page, ctx.committed_tid) else {
-            let tids: Vec<String> = (0..2)
-                .filter_map(|s| read_slot(page, s))
-                .map(|h| h.tid.to_string())
-                .collect();
-            return Err(corrupt(
-                pgno,
-                format!(
-                    "no committed version (slot TIDs [{}], FCC {})",
-                    tids.join(", "),
-                    ctx.committed_tid
-                ),
-            ));
-        };
-        let cells = parse_version(pgno, page, &h, max_key)?.0;
-        if h.kind == LEAF {
-            let mut out: Vec<LeafCell> = Vec::with_capacity(cells.len());
-            for (i, (off, _, _)) in cells.iter().enumerate() {
-                out.push(Reader::new(page, *off, page.len(), pgno).leaf(i, max_key)?);
-            }
-            Ok(Node::Leaf(out))
-        } else {
-            let mut out: Vec<InteriorCell> = Vec::with_capacity(cells.len());
-            for (i, (off, _, _)) in cells.iter().enumerate() {
-                out.push(Reader::new(page, *off, page.len(), pgno).interior(i, max_key)?);
-            }
-            Ok(Node::Interior {
-                cells: out,
-                right: h.right,
-            })
-        }
+        self.decode_in(pgno, page, None, ctx)
+    }
+
+    fn decode_shared(&self, pgno: Pgno, page: &Arc<[u8]>, ctx: &DecodeCtx) -> Result<Node> {
+        self.decode_in(pgno, page, Some(page), ctx)
     }
 
     fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
@@ -796,8 +820,8 @@ mod tests {
         Node::Leaf(
             keys.iter()
                 .map(|(k, l)| LeafCell {
-                    key: k.as_bytes().to_vec(),
-                    value: Value::Inline(vec![k.as_bytes()[0]; *l]),
+                    key: k.as_bytes().into(),
+                    value: Value::Inline(vec![k.as_bytes()[0]; *l].into()),
                 })
                 .collect(),
         )

@@ -8,22 +8,25 @@
 //! append-only slots with two numSlots, LS-MVBT's versioned cells) without
 //! touching the tree: see ARCHITECTURE.md.
 
+mod bytes;
 pub(crate) mod cell;
 #[cfg(test)]
 pub(crate) mod conformance;
 pub mod dhl;
 pub mod slotted;
 
+pub use bytes::Bytes;
 pub use dhl::DhlFormat;
 pub use slotted::{SlottedFormat, SlottedMetaFormat, META_TRAILER};
 
 use crate::base::{Pgno, Result};
+use std::sync::Arc;
 
 /// A value as stored in a leaf cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     /// Stored in the cell.
-    Inline(Vec<u8>),
+    Inline(Bytes),
     /// Stored in an overflow page chain starting at `head`.
     Overflow {
         /// Total value length in bytes.
@@ -37,7 +40,7 @@ pub enum Value {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeafCell {
     /// The key.
-    pub key: Vec<u8>,
+    pub key: Bytes,
     /// The value or a reference to its overflow chain.
     pub value: Value,
 }
@@ -47,7 +50,7 @@ pub struct LeafCell {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InteriorCell {
     /// Separator key.
-    pub key: Vec<u8>,
+    pub key: Bytes,
     /// Child page.
     pub child: Pgno,
 }
@@ -131,6 +134,13 @@ pub trait NodeFormat: Send + Sync {
     /// Decode a page. Must validate everything it reads: damaged input
     /// gives a corruption error naming `pgno`, never a panic.
     fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node>;
+
+    /// [`NodeFormat::decode`] of a page held in a shared buffer: a format
+    /// may make the node's keys and values point into `page` instead of
+    /// copying them (one buffer per node, not one allocation per cell).
+    fn decode_shared(&self, pgno: Pgno, page: &Arc<[u8]>, ctx: &DecodeCtx) -> Result<Node> {
+        self.decode(pgno, page, ctx)
+    }
 
     /// Whether `node` fits on one page when written over `base` (the
     /// page's committed image, if any). With `base = None` (a page the

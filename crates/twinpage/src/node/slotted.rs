@@ -19,6 +19,7 @@
 use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
 use crate::base::{Error, Pgno, Result};
+use std::sync::Arc;
 
 /// Page-type byte of a leaf.
 pub const LEAF: u8 = 0x0D;
@@ -50,7 +51,13 @@ fn be_u32(p: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
 }
 
-fn decode(pgno: Pgno, page: &[u8], ctx: &DecodeCtx, max_key: usize) -> Result<Node> {
+fn decode(
+    pgno: Pgno,
+    page: &[u8],
+    share: Option<&Arc<[u8]>>,
+    ctx: &DecodeCtx,
+    max_key: usize,
+) -> Result<Node> {
     let corrupt = |what: String| Error::corrupt("database", pgno, what);
     if page.len() != ctx.page_size || page.len() < HEADER {
         return Err(corrupt(format!("page buffer of {} bytes", page.len())));
@@ -76,7 +83,7 @@ fn decode(pgno: Pgno, page: &[u8], ctx: &DecodeCtx, max_key: usize) -> Result<No
                 "cell {i} offset {off} outside the cell area"
             )));
         }
-        let mut r = Reader::new(page, off, page.len(), pgno);
+        let mut r = Reader::new(page, off, page.len(), pgno).sharing(share);
         let in_order = if kind == LEAF {
             let c = r.leaf(i, max_key)?;
             let ok = leaf.last().is_none_or(|p: &LeafCell| p.key < c.key);
@@ -157,7 +164,18 @@ macro_rules! slotted_impl {
             fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node> {
                 // Both variants read each other's pages: accept the longer
                 // keys of the plain format.
-                decode(pgno, page, ctx, SlottedFormat.max_key_len(ctx.page_size))
+                decode(
+                    pgno,
+                    page,
+                    None,
+                    ctx,
+                    SlottedFormat.max_key_len(ctx.page_size),
+                )
+            }
+
+            fn decode_shared(&self, pgno: Pgno, page: &Arc<[u8]>, ctx: &DecodeCtx) -> Result<Node> {
+                let max_key = SlottedFormat.max_key_len(ctx.page_size);
+                decode(pgno, page, Some(page), ctx, max_key)
             }
 
             fn fits(&self, node: &Node, _base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
@@ -223,11 +241,11 @@ mod tests {
         };
         let leaf = Node::Leaf(vec![
             LeafCell {
-                key: b"a".to_vec(),
-                value: Value::Inline(vec![]),
+                key: b"a".into(),
+                value: Value::Inline(vec![].into()),
             },
             LeafCell {
-                key: b"b".to_vec(),
+                key: b"b".into(),
                 value: Value::Overflow { len: 9000, head: 7 },
             },
         ]);
@@ -236,7 +254,7 @@ mod tests {
         assert_eq!(f.decode(3, &page, &dctx).unwrap(), leaf);
         let int = Node::Interior {
             cells: vec![InteriorCell {
-                key: b"m".to_vec(),
+                key: b"m".into(),
                 child: 4,
             }],
             right: 5,

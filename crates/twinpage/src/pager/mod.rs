@@ -618,9 +618,9 @@ impl Pager {
             return Err(self.out_of_range(pgno, h.page_count));
         }
         let ctx = self.decode_ctx(h.fcc);
-        let decode = |raw: &[u8]| -> Result<Option<Arc<Node>>> {
+        let decode = |raw: &Arc<[u8]>| -> Result<Option<Arc<Node>>> {
             Ok(if want_node {
-                Some(Arc::new(self.format.decode(pgno, raw, &ctx)?))
+                Some(Arc::new(self.format.decode_shared(pgno, raw, &ctx)?))
             } else {
                 None
             })
@@ -1169,7 +1169,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
             Some(Dirty::Node(n)) => return Ok(n.clone()),
             Some(Dirty::Raw(r)) => {
                 let ctx = self.pager.decode_ctx(self.st.txn.tid);
-                return Ok(Arc::new(self.pager.format.decode(pgno, r, &ctx)?));
+                return Ok(Arc::new(self.pager.format.decode_shared(pgno, r, &ctx)?));
             }
             None => {}
         }
@@ -1177,7 +1177,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         if self.st.spilled.contains(&pgno) {
             let raw = self.pager.read_committed(pgno, self.st.txn.tid)?;
             let ctx = self.pager.decode_ctx(self.st.txn.tid);
-            return Ok(Arc::new(self.pager.format.decode(pgno, &raw, &ctx)?));
+            return Ok(Arc::new(self.pager.format.decode_shared(pgno, &raw, &ctx)?));
         }
         self.pager.committed_node(pgno, None)
     }
