@@ -14,12 +14,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Integrity check of a database file.
+    /// Integrity check of a database file, opened read-only: prints every
+    /// problem found. Exit status 0 if intact, 2 if damaged, 1 if it cannot
+    /// be checked (a file that needs recovery is reported, not recovered).
     Check {
         /// Database file.
         file: PathBuf,
-        /// Journal mode to open it with (recovery runs as that mode);
-        /// default: the mode recorded in the file.
+        /// Journal mode to open it with; default: the mode recorded in the
+        /// file.
         #[arg(long)]
         mode: Option<JournalMode>,
     },
@@ -47,10 +49,18 @@ fn main() -> ExitCode {
                 ..Options::default().journal_mode(mode).read_only(true)
             };
             let db = Db::open(&file, opts)?;
-            let report = db.check()?;
-            println!("{}: {report}", file.display());
+            let (report, problems) = db.check_all()?;
             db.close()?;
-            Ok::<i32, twinpage::Error>(0)
+            if problems.is_empty() {
+                println!("{}: {report}", file.display());
+                return Ok::<i32, twinpage::Error>(0);
+            }
+            // Every damaged page, not just the first.
+            println!("{}: {} problem(s)", file.display(), problems.len());
+            for p in &problems {
+                println!("  {p}");
+            }
+            Ok(2)
         })(),
         Cmd::Iostat(a) => twinpage_tools::iostat::run(a),
         Cmd::Bench(a) => twinpage_tools::bench::run(a),

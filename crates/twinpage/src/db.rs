@@ -446,6 +446,14 @@ impl Db {
         walk::check(&r.pages, &r.pages.snap)
     }
 
+    /// The integrity check, with every problem it found (each a corruption
+    /// error naming its page) instead of an error for the first: a damaged
+    /// subtree, overflow chain or free-list trunk is reported and skipped.
+    pub fn check_all(&self) -> Result<(CheckReport, Vec<Error>)> {
+        let r = self.begin_read()?;
+        Ok(walk::check_all(&r.pages, &r.pages.snap))
+    }
+
     /// Cumulative I/O counters since open.
     pub fn io_counters(&self) -> IoSnapshot {
         self.inner().counters.snapshot()

@@ -246,3 +246,38 @@ fn read_only_open_of_a_crashed_file_writes_nothing() {
         }
     }
 }
+
+#[test]
+fn read_only_open_of_a_clean_file_reads_and_writes_nothing() {
+    for &mode in JournalMode::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            let db = Db::open(&path, opts(mode)).unwrap();
+            fill(&db, 300);
+            // A second transaction, so rollback journals exist on disk.
+            db.put("t", b"k", b"v").unwrap();
+            db.close().unwrap();
+        }
+        let before = fingerprint(dir.path());
+        std::thread::sleep(Duration::from_millis(20));
+        let db = Db::open(&path, read_only(mode))
+            .unwrap_or_else(|e| panic!("{mode}: read-only open of a clean file: {e}"));
+        assert_eq!(db.get("t", b"k").unwrap(), Some(b"v".to_vec()), "{mode}");
+        assert_eq!(
+            db.get("t", &7u32.to_be_bytes()).unwrap(),
+            Some(vec![7u8; 50])
+        );
+        db.check().unwrap();
+        assert!(
+            matches!(db.put("t", b"x", b"y"), Err(Error::ReadOnly(_))),
+            "{mode}"
+        );
+        db.close().unwrap();
+        assert_eq!(
+            fingerprint(dir.path()),
+            before,
+            "{mode}: read-only open wrote"
+        );
+    }
+}

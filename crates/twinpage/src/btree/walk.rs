@@ -9,7 +9,7 @@ use crate::node::{Node, Value};
 use crate::page::PageRead;
 use std::fmt;
 
-/// What the check found (it returns an error on the first problem).
+/// What the check counted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct CheckReport {
     /// Tables in the catalog.
@@ -48,6 +48,8 @@ struct Walker<'a, P: PageRead + ?Sized> {
     p: &'a P,
     owner: Vec<u8>,
     report: CheckReport,
+    /// Problems found so far; `None`: stop at the first (reachability).
+    problems: Option<Vec<Error>>,
 }
 
 fn bad(pgno: Pgno, what: impl Into<String>) -> Error {
@@ -55,6 +57,18 @@ fn bad(pgno: Pgno, what: impl Into<String>) -> Error {
 }
 
 impl<P: PageRead + ?Sized> Walker<'_, P> {
+    /// Record `r`'s error and go on (check), or pass it up (reachability).
+    fn note<T>(&mut self, r: Result<T>) -> Result<Option<T>> {
+        match (r, &mut self.problems) {
+            (Ok(v), _) => Ok(Some(v)),
+            (Err(e), Some(list)) => {
+                list.push(e);
+                Ok(None)
+            }
+            (Err(e), None) => Err(e),
+        }
+    }
+
     fn claim(&mut self, pgno: Pgno, what: &str) -> Result<()> {
         if pgno < 2 || pgno as usize >= self.owner.len() {
             return Err(bad(pgno, format!("{what} page number out of range")));
@@ -96,9 +110,12 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                         ));
                     }
                     if let Value::Overflow { len, head } = &c.value {
-                        for pg in overflow_pages(self.p, *head, *len)? {
-                            self.claim(pg, "overflow")?;
-                            self.report.overflow_pages += 1;
+                        let chain = overflow_pages(self.p, *head, *len);
+                        for pg in self.note(chain)?.unwrap_or_default() {
+                            let claimed = self.claim(pg, "overflow");
+                            if self.note(claimed)?.is_some() {
+                                self.report.overflow_pages += 1;
+                            }
                         }
                     }
                     if collect {
@@ -125,13 +142,21 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                             format!("separator {i} outside its parent's range"),
                         ));
                     }
-                    let d = self.tree(c.child, prev, Some(&c.key), depth + 1, leaves, collect)?;
-                    if *child_depth.get_or_insert(d) != d {
-                        return Err(bad(pgno, "children at different depths"));
+                    // A damaged subtree is reported and skipped; its
+                    // siblings are still checked.
+                    let sub = self.tree(c.child, prev, Some(&c.key), depth + 1, leaves, collect);
+                    if let Some(d) = self.note(sub)? {
+                        if *child_depth.get_or_insert(d) != d {
+                            return Err(bad(pgno, "children at different depths"));
+                        }
                     }
                     prev = Some(&c.key);
                 }
-                let d = self.tree(*right, prev, hi, depth + 1, leaves, collect)?;
+                let sub = self.tree(*right, prev, hi, depth + 1, leaves, collect);
+                let d = match self.note(sub)? {
+                    Some(d) => d,
+                    None => child_depth.unwrap_or(1),
+                };
                 if *child_depth.get_or_insert(d) != d {
                     return Err(bad(pgno, "children at different depths"));
                 }
@@ -149,6 +174,7 @@ pub fn reachable<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<Vec<boo
         p,
         owner: vec![0u8; header.page_count as usize + 1],
         report: CheckReport::default(),
+        problems: None,
     };
     walk_trees(&mut w, header)?;
     Ok(w.owner.iter().map(|&o| o != 0).collect())
@@ -156,10 +182,12 @@ pub fn reachable<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<Vec<boo
 
 fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
     let mut catalog = Vec::new();
-    let d = w.tree(header.catalog_root, None, None, 0, &mut catalog, true)?;
-    w.report.max_depth = d;
+    let walked = w.tree(header.catalog_root, None, None, 0, &mut catalog, true);
+    w.report.max_depth = w.note(walked)?.unwrap_or(0);
+    // Catalog entries are counted as keys while walking; they are not rows.
+    w.report.keys = w.report.keys.saturating_sub(catalog.len() as u64);
     for (name, v) in &catalog {
-        let arr: [u8; 4] = v.as_slice().try_into().map_err(|_| {
+        let root: Result<[u8; 4]> = v.as_slice().try_into().map_err(|_| {
             bad(
                 header.catalog_root,
                 format!(
@@ -167,18 +195,54 @@ fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
                     String::from_utf8_lossy(name)
                 ),
             )
-        })?;
-        let root = u32::from_be_bytes(arr);
-        let d = w.tree(root, None, None, 0, &mut Vec::new(), false)?;
-        w.report.max_depth = w.report.max_depth.max(d);
+        });
+        let Some(root) = w.note(root)? else { continue };
+        let walked = w.tree(
+            u32::from_be_bytes(root),
+            None,
+            None,
+            0,
+            &mut Vec::new(),
+            false,
+        );
+        if let Some(d) = w.note(walked)? {
+            w.report.max_depth = w.report.max_depth.max(d);
+        }
         w.report.tables += 1;
     }
-    w.report.keys -= catalog.len() as u64;
     Ok(())
 }
 
-/// Check the state `p` sees, described by `header`.
+/// Check the state `p` sees, described by `header`: `Ok` if it is intact,
+/// otherwise a corruption error naming the first damaged page and listing
+/// every problem found ([`check_all`] gives them one by one).
 pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport> {
+    let (report, problems) = check_all(p, header);
+    let Some(first) = problems.first() else {
+        return Ok(report);
+    };
+    const SHOWN: usize = 20;
+    let page = match first {
+        Error::Corruption { page, .. } => *page,
+        _ => 0,
+    };
+    let mut what = format!("{} problem(s): ", problems.len());
+    for (i, e) in problems.iter().take(SHOWN).enumerate() {
+        if i > 0 {
+            what.push_str("; ");
+        }
+        what.push_str(&e.to_string());
+    }
+    if problems.len() > SHOWN {
+        what.push_str(&format!("; and {} more", problems.len() - SHOWN));
+    }
+    Err(Error::corrupt("database", page, what))
+}
+
+/// Check the state `p` sees and return every problem found, not just the
+/// first: a damaged subtree, overflow chain or free-list trunk is reported
+/// and skipped, and the walk goes on with the rest.
+pub fn check_all<P: PageRead + ?Sized>(p: &P, header: &Header) -> (CheckReport, Vec<Error>) {
     let n = header.page_count as usize;
     let mut w = Walker {
         p,
@@ -187,44 +251,84 @@ pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport
             page_count: header.page_count,
             ..Default::default()
         },
+        problems: Some(Vec::new()),
     };
-    walk_trees(&mut w, header)?;
+    // With `problems` set, the walk records every error instead of
+    // returning it; what it still returns is a structural one.
+    if let Err(e) = check_walk(&mut w, header) {
+        w.problems.get_or_insert_with(Vec::new).push(e);
+    }
+    let problems = w.problems.take().unwrap_or_default();
+    (w.report, problems)
+}
+
+fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
+    let n = header.page_count as usize;
+    let damaged_before = w.problems.as_ref().map_or(0, Vec::len);
+    walk_trees(w, header)?;
+    let trees_damaged = w.problems.as_ref().map_or(0, Vec::len) > damaged_before;
     // Free list: in memory (in-page schemes), or a trunk chain plus leaves.
     let mut free = 0u64;
-    if let Some(list) = p.free_pages() {
+    if let Some(list) = w.p.free_pages() {
         for l in list {
-            w.claim(l, "free-list")?;
-            free += 1;
+            let claimed = w.claim(l, "free-list");
+            if w.note(claimed)?.is_some() {
+                free += 1;
+            }
         }
     }
     let mut trunk = header.freelist_head;
-    while trunk != 0 {
-        w.claim(trunk, "free-list trunk")?;
+    let mut hops = 0usize;
+    while trunk != 0 && hops <= n {
+        hops += 1;
+        let claimed = w.claim(trunk, "free-list trunk");
+        if w.note(claimed)?.is_none() {
+            break;
+        }
         free += 1;
-        let raw = p.raw(trunk)?;
-        let (next, leaves) =
-            crate::base::freelist::parse_trunk(&raw, trunk, header.page_count, "database")?;
+        let parsed = w.p.raw(trunk).and_then(|raw| {
+            crate::base::freelist::parse_trunk(&raw, trunk, header.page_count, "database")
+        });
+        let Some((next, leaves)) = w.note(parsed)? else {
+            break;
+        };
         for l in leaves {
-            w.claim(l, "free-list leaf")?;
-            free += 1;
+            let claimed = w.claim(l, "free-list leaf");
+            if w.note(claimed)?.is_some() {
+                free += 1;
+            }
         }
         trunk = next;
     }
-    if free != header.freelist_count as u64 {
-        return Err(bad(
+    let complete = w.problems.as_ref().is_none_or(Vec::is_empty);
+    if complete && free != header.freelist_count as u64 {
+        let e = bad(
             1,
             format!(
                 "header counts {} free pages, the free list holds {free}",
                 header.freelist_count
             ),
-        ));
+        );
+        w.note::<()>(Err(e))?;
     }
     w.report.free_pages = free;
-    if let Some(orphan) = (2..=n).find(|&i| w.owner[i] == 0) {
-        return Err(bad(
-            orphan as Pgno,
-            "page is neither in a tree nor on the free list",
-        ));
+    // Pages below a damaged subtree are unreachable too: name the first
+    // orphan and count them, once.
+    let orphans: Vec<usize> = (2..=n).filter(|&i| w.owner[i] == 0).collect();
+    if let Some(&first) = orphans.first() {
+        let why = if trees_damaged {
+            " (some may belong to the damaged subtrees above)"
+        } else {
+            ""
+        };
+        let e = bad(
+            first as Pgno,
+            format!(
+                "{} page(s) neither in a tree nor on the free list{why}",
+                orphans.len()
+            ),
+        );
+        w.note::<()>(Err(e))?;
     }
-    Ok(w.report)
+    Ok(())
 }

@@ -273,7 +273,12 @@ impl Journal for RollbackJournal {
         // Invalidate it the way this mode does (a journal a crashed
         // session of another rollback mode left behind works the same).
         st.file = Some(journal);
-        self.finish(&mut st, ctx.vfs, ctx.path)?;
+        match self.finish(&mut st, ctx.vfs, ctx.path) {
+            // A journal that is not hot needs no invalidation: a read-only
+            // open leaves it as it is.
+            Err(Error::ReadOnly(_)) if restored.is_none() => st.file = None,
+            r => r?,
+        }
         Ok(match restored {
             Some(n) => Recovery {
                 recovered: true,
