@@ -22,7 +22,7 @@ use twinpage::{Error, Result};
 pub enum FaultKind {
     /// The call fails with EIO and has no effect (a failed fsync loses
     /// the unsynced writes it was meant to make durable, see
-    /// [`FaultVfs::on_failed_sync`]).
+    /// the `on_failed_sync` hook of [`FaultVfs::with_hook`]).
     Eio,
     /// The disk is full: this and every later call that needs space fails
     /// with ENOSPC (overwrites inside a file still work).

@@ -1,13 +1,15 @@
 //! twinpage: an embedded, single-file, crash-safe transactional storage
 //! engine with pluggable recovery schemes.
 //!
-//! Layers, bottom to top (see ARCHITECTURE.md):
-//! [`storage`] (file I/O, counting, simulated file systems) →
-//! [`pager`] (page cache, header, free list, transactions) →
-//! [`node`] (on-page node formats) → [`btree`] (B+tree algorithms) →
-//! [`journal`] (recovery schemes, one module each) → [`lock`]
-//! (concurrency control) → [`Db`] (the public API) → tools
-//! ([`check`], the `twinpage` binary).
+//! Layers, bottom to top (see ARCHITECTURE.md; `tests/layers.rs` checks
+//! that no module imports from a layer above it): [`base`] (errors, ids,
+//! header and free-list formats) → [`storage`] (file I/O, counting,
+//! read-only) → [`node`] (on-page node formats) → [`page`] (the tree's page
+//! contract) → [`btree`] (B+tree algorithms, integrity walk) → [`cc`]
+//! (concurrency control) → [`journal`] (recovery schemes and the mode
+//! registry) → [`pager`] (page cache, transactions) → [`Db`] (the API).
+//! Tools, the simulated crash file system, SQL and bindings are crates of
+//! their own.
 //!
 //! ```no_run
 //! use twinpage::{Db, Options, JournalMode};

@@ -214,7 +214,7 @@ pub trait Journal: Send + Sync {
     /// [`Journal::rollback`] must be able to undo them.
     fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
 
-    /// Make the transaction atomic and durable (per [`Durability`]).
+    /// Make the transaction atomic and durable (per [`Durability`](crate::base::Durability)).
     fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
 
     /// Undo what [`Journal::spill`] or a failed commit wrote to the database

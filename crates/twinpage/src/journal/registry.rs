@@ -41,10 +41,10 @@ pub enum JournalMode {
     /// Version Update, Header Reset at close (two fdatasyncs).
     ShadowX,
     /// Doubleheader logging, traditional commit: pages, sync, commit mark,
-    /// sync ([DHL] §III-C). Option `embed=0|1` (default 1).
+    /// sync (\[DHL\] §III-C). Option `embed=0|1` (default 1).
     DhlTc,
     /// Doubleheader logging, counting commit: pages and the commit mark
-    /// with the transaction size under one sync ([DHL] §III-D).
+    /// with the transaction size under one sync (\[DHL\] §III-D).
     DhlCc,
 }
 

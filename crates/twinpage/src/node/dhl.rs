@@ -1,4 +1,4 @@
-//! The doubleheader-logging (DHL) slotted page ([DHL] §III-A, Fig. 2).
+//! The doubleheader-logging (DHL) slotted page (\[DHL\] §III-A, Fig. 2).
 //!
 //! A page holds two *slot headers*; each is the journal of the other. A
 //! writer never touches the committed (visible) header or the bytes it
@@ -48,7 +48,7 @@ pub const MAGIC: u8 = 0xD1;
 pub const LEAF: u8 = 0x0D;
 /// Page type of an interior version.
 pub const INTERIOR: u8 = 0x05;
-/// The invalid TID ("INV" in [DHL] Fig. 6).
+/// The invalid TID ("INV" in \[DHL\] Fig. 6).
 pub const INV: u64 = u64::MAX;
 /// Size of the envelope at the end of a non-tree page.
 pub const RAW_TAIL: usize = 16;
@@ -84,7 +84,7 @@ pub struct SlotHeader {
 }
 
 /// The commit record embedded in the commit page of a transaction
-/// (metadata embedding, [DHL] §IV-B1 and §III-D).
+/// (metadata embedding, \[DHL\] §IV-B1 and §III-D).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitRecord {
     /// TID of the transaction, the FCC it commits.
@@ -569,7 +569,7 @@ impl DhlFormat {
     }
 
     /// Set the TID of every version on the page for which `doomed` holds
-    /// to INV ([DHL] §III-B: "invalidate the updated slot-header"). Only
+    /// to INV (\[DHL\] §III-B: "invalidate the updated slot-header"). Only
     /// the 8-byte TID fields change. Returns the versions invalidated.
     pub fn invalidate(&self, page: &mut [u8], pgno: Pgno, doomed: impl Fn(u64) -> bool) -> usize {
         let ps = page.len();

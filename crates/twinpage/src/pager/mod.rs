@@ -1009,6 +1009,18 @@ impl Pager {
         }
         self.db.file().unlock()?;
         self.closed.store(true, Ordering::Release);
+        // This thread's hot nodes of this pager go now; other threads drop
+        // theirs when they overwrite the slots.
+        let id = self.id;
+        HOT.with(|hot| {
+            if let Ok(mut hot) = hot.try_borrow_mut() {
+                for slot in hot.iter_mut() {
+                    if slot.as_ref().is_some_and(|e| e.pager == id) {
+                        *slot = None;
+                    }
+                }
+            }
+        });
         self.transition(PagerState::Closed)
     }
 }

@@ -30,7 +30,7 @@
 //! checkpoint only when `wal_autocheckpoint` frames have accumulated since
 //! the last one or on request, restart the log at the end of a checkpoint
 //! instead of checking before every append). The file format is in
-//! [`format`] and docs/modes/wal.md.
+//! [`format`](mod@format) and docs/modes/wal.md.
 
 pub mod format;
 
