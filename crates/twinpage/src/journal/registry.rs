@@ -162,10 +162,10 @@ pub static DASH_FILES: Leftover = Leftover {
 
 fn rollback(
     kind: RollbackKind,
+    mode: JournalMode,
     sync: Synchronous,
     faults: TestFaults,
     opts: &ModeOptions,
-    mode: JournalMode,
 ) -> Result<Box<dyn Journal>> {
     opts.only(mode, &[])?;
     Ok(Box::new(RollbackJournal::new(kind, sync, faults)))
@@ -195,6 +195,25 @@ fn dash(
     Ok(Box::new(DashJournal::new(exclusive, sync)))
 }
 
+/// What most modes share: the slotted format, SQLite's rollback locks and
+/// one writer, durable at FULL, the tree's defaults, trunk pages, no
+/// leftovers. Each entry below states only what differs (its identity
+/// fields are always its own).
+const SLOTTED: ModeSpec = ModeSpec {
+    mode: JournalMode::Off,
+    name: "",
+    code: u8::MAX,
+    origin: "",
+    node_format: || Arc::new(SlottedFormat),
+    make_journal: |_, _, _| Err(Error::Internal("a mode without a journal".into())),
+    locking: Locking::Rollback,
+    protocols: ONE_WRITER,
+    durability: SYNC_BY_LEVEL,
+    tree: TreeConfig::DEFAULT,
+    free_list: FreeListPolicy::Trunks,
+    leftovers: &[],
+};
+
 /// Every implemented mode, in [`JournalMode::ALL`] order.
 pub static REGISTRY: &[ModeSpec] = &[
     ModeSpec {
@@ -202,7 +221,6 @@ pub static REGISTRY: &[ModeSpec] = &[
         name: "off",
         code: 0,
         origin: "SQLite journal_mode=OFF",
-        node_format: || Arc::new(SlottedFormat),
         make_journal: |sync, _, opts| {
             opts.only(JournalMode::Off, &["embed"])?;
             Ok(Box::new(OffJournal::new(
@@ -210,87 +228,44 @@ pub static REGISTRY: &[ModeSpec] = &[
                 opts.flag_or("embed", false)?,
             )))
         },
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
         durability: [NoGuarantee; 4],
-        tree: TreeConfig::DEFAULT,
-        free_list: FreeListPolicy::Trunks,
-        leftovers: &[],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::Delete,
         name: "delete",
         code: 1,
         origin: "SQLite journal_mode=DELETE",
-        node_format: || Arc::new(SlottedFormat),
-        make_journal: |sync, faults, opts| {
-            rollback(
-                RollbackKind::Delete,
-                sync,
-                faults,
-                opts,
-                JournalMode::Delete,
-            )
-        },
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
+        make_journal: |s, f, o| rollback(RollbackKind::Delete, JournalMode::Delete, s, f, o),
         // SQLite's FULL does not sync the directory after unlinking the
         // journal, so the last commit may be rolled back; EXTRA does.
         durability: [NoGuarantee, Atomic, Atomic, Durable],
-        tree: TreeConfig::DEFAULT,
-        free_list: FreeListPolicy::Trunks,
         leftovers: &[&ROLLBACK_JOURNAL],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::Truncate,
         name: "truncate",
         code: 2,
         origin: "SQLite journal_mode=TRUNCATE",
-        node_format: || Arc::new(SlottedFormat),
-        make_journal: |sync, faults, opts| {
-            rollback(
-                RollbackKind::Truncate,
-                sync,
-                faults,
-                opts,
-                JournalMode::Truncate,
-            )
-        },
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
-        durability: SYNC_BY_LEVEL,
-        tree: TreeConfig::DEFAULT,
-        free_list: FreeListPolicy::Trunks,
+        make_journal: |s, f, o| rollback(RollbackKind::Truncate, JournalMode::Truncate, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::Persist,
         name: "persist",
         code: 3,
         origin: "SQLite journal_mode=PERSIST",
-        node_format: || Arc::new(SlottedFormat),
-        make_journal: |sync, faults, opts| {
-            rollback(
-                RollbackKind::Persist,
-                sync,
-                faults,
-                opts,
-                JournalMode::Persist,
-            )
-        },
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
-        durability: SYNC_BY_LEVEL,
-        tree: TreeConfig::DEFAULT,
-        free_list: FreeListPolicy::Trunks,
+        make_journal: |s, f, o| rollback(RollbackKind::Persist, JournalMode::Persist, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::Wal,
         name: "wal",
         code: 4,
         origin: "SQLite journal_mode=WAL",
-        node_format: || Arc::new(SlottedFormat),
         make_journal: |sync, faults, opts| {
             Ok(Box::new(WalJournal::new(
                 sync,
@@ -299,41 +274,29 @@ pub static REGISTRY: &[ModeSpec] = &[
             )))
         },
         locking: Locking::Wal,
-        protocols: ONE_WRITER,
-        durability: SYNC_BY_LEVEL,
-        tree: TreeConfig::DEFAULT,
-        free_list: FreeListPolicy::Trunks,
         leftovers: &[&WAL_LOG],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::Shadow,
         name: "shadow",
         code: 6,
         origin: "DASH (database shadowing), USENIX ATC 2015",
-        node_format: || Arc::new(SlottedFormat),
         make_journal: |sync, _, opts| dash(false, sync, opts, JournalMode::Shadow),
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
-        durability: SYNC_BY_LEVEL,
-        tree: TreeConfig::DEFAULT,
-        free_list: FreeListPolicy::Trunks,
         leftovers: &[&DASH_FILES],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::ShadowX,
         name: "shadow-x",
         code: 7,
         origin: "DASH with the Exclusive Connection optimization",
-        node_format: || Arc::new(SlottedFormat),
         make_journal: |sync, _, opts| dash(true, sync, opts, JournalMode::ShadowX),
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
         // SHADOW-X keeps the Version Reset sync at NORMAL: without it the
         // next unsynced Version Update could not be told apart.
         durability: [NoGuarantee, Durable, Durable, Durable],
-        tree: TreeConfig::DEFAULT,
-        free_list: FreeListPolicy::Trunks,
         leftovers: &[&DASH_FILES],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::DhlTc,
@@ -344,14 +307,11 @@ pub static REGISTRY: &[ModeSpec] = &[
         make_journal: |sync, _, opts| {
             dhl(CommitProtocol::Traditional, sync, opts, JournalMode::DhlTc)
         },
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
         // The commit sync cannot be dropped: writer T+1 reuses space only
         // T's commit made free.
         durability: [NoGuarantee, Durable, Durable, Durable],
-        tree: TreeConfig::DEFAULT,
         free_list: FreeListPolicy::Volatile,
-        leftovers: &[],
+        ..SLOTTED
     },
     ModeSpec {
         mode: JournalMode::DhlCc,
@@ -360,12 +320,9 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "Doubleheader logging, counting commit (DHL §III-D)",
         node_format: || Arc::new(DhlFormat),
         make_journal: |sync, _, opts| dhl(CommitProtocol::Counting, sync, opts, JournalMode::DhlCc),
-        locking: Locking::Rollback,
-        protocols: ONE_WRITER,
         durability: [NoGuarantee, Durable, Durable, Durable],
-        tree: TreeConfig::DEFAULT,
         free_list: FreeListPolicy::Volatile,
-        leftovers: &[],
+        ..SLOTTED
     },
 ];
 
