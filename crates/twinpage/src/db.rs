@@ -44,6 +44,12 @@ pub struct Options {
     pub busy_timeout: Duration,
     /// Create the file if it does not exist (default true).
     pub create: bool,
+    /// Page checksums for a new database (default true): every page
+    /// carries a crc32c verified on every read from storage, and the
+    /// integrity check tests every byte of every page. An existing
+    /// database keeps what it was created with. Off exists to measure
+    /// their cost; see docs/CRASH.md.
+    pub page_checksums: bool,
     /// B+tree merge/redistribution switches (default: the mode's, from the
     /// registry).
     pub tree: Option<TreeConfig>,
@@ -70,6 +76,7 @@ impl Default for Options {
             cache_size: 2 << 20,
             busy_timeout: Duration::from_secs(5),
             create: true,
+            page_checksums: true,
             tree: None,
             read_only: false,
             vfs: None,
@@ -141,7 +148,7 @@ impl Options {
     /// Set an option by name, as the CLI and benchmark spell them:
     /// `journal_mode`, `synchronous`, `page_size`, `cache_size` (bytes, or
     /// negative KiB like SQLite), `busy_timeout` (ms), `merge`,
-    /// `redistribute`; any other name is kept as a journal-mode option and
+    /// `redistribute`, `read_only`, `checksums`; any other name is kept as a journal-mode option and
     /// checked by the mode at open.
     fn tree_mut(&mut self) -> &mut TreeConfig {
         let default = self.journal_mode.spec().tree;
@@ -178,6 +185,7 @@ impl Options {
             "merge" => self.tree_mut().merge = boolean(value)?,
             "redistribute" => self.tree_mut().redistribute = boolean(value)?,
             "read_only" => self.read_only = boolean(value)?,
+            "checksums" | "page_checksums" => self.page_checksums = boolean(value)?,
             _ => self.mode_opts.0.push((key.to_string(), value.to_string())),
         }
         Ok(())
@@ -206,6 +214,8 @@ pub struct Stats {
     pub recovery: Recovery,
     /// The previous session ended without a clean close.
     pub opened_after_crash: bool,
+    /// The database carries page checksums ([`Options::page_checksums`]).
+    pub page_checksums: bool,
     /// Counters of the journal mode, by name (WAL: `wal_frames`,
     /// `checkpoints`, `checkpoints_blocked_by_readers`, ...).
     pub journal: Vec<(&'static str, u64)>,
@@ -249,6 +259,7 @@ impl Db {
             create: opts.create,
             faults: opts.faults,
             mode_opts: opts.mode_opts.clone(),
+            page_checksums: opts.page_checksums,
         };
         let pager = Arc::new(Pager::open(vfs, &path, cfg)?);
         Ok(Db {
@@ -490,6 +501,7 @@ impl Db {
             io: self.io_counters(),
             recovery: p.recovery.clone(),
             opened_after_crash: p.opened_after_crash,
+            page_checksums: h.page_checksums,
             journal: p.journal_stats(),
         }
     }

@@ -34,6 +34,24 @@ pub trait PageRead {
     fn free_pages(&self) -> Option<Vec<Pgno>> {
         None
     }
+    /// The integrity check's byte-level test of a page in `role`, beyond
+    /// what reading it verified (see [`NodeFormat::verify_tree`] and
+    /// [`NodeFormat::check_free`]). Views that are not checked accept.
+    fn verify_page(&self, pgno: Pgno, role: PageRole) -> Result<()> {
+        let _ = (pgno, role);
+        Ok(())
+    }
+}
+
+/// What the integrity check found a page to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageRole {
+    /// Page 1.
+    Header,
+    /// A tree page that decoded.
+    Tree,
+    /// A page on the free list (not a trunk).
+    Free,
 }
 
 /// Write access: the private pages of a write transaction.
@@ -54,6 +72,7 @@ pub trait PageWrite: PageRead {
         let ctx = EncodeCtx {
             page_size: self.page_size(),
             tid: 0,
+            checksums: false,
         };
         self.format().fits(node, None, &ctx)
     }

@@ -181,10 +181,12 @@ fn huge_lengths_do_not_allocate() {
     let dctx = DecodeCtx {
         page_size: PS,
         committed_tid: u64::MAX,
+        checksums: true,
     };
     let ectx = EncodeCtx {
         page_size: PS,
         tid: 1,
+        checksums: true,
     };
     let mut m = img.clone();
     let mut patched = 0;

@@ -238,6 +238,7 @@ fn page_utilization() {
                 let ctx = twinpage::node::EncodeCtx {
                     page_size: ps,
                     tid: 1,
+                    checksums: true,
                 };
                 if !f.fits(&Node::Leaf(cells.clone()), None, &ctx) {
                     return cells.len() - 1;
@@ -247,7 +248,7 @@ fn page_utilization() {
         let (s, d) = (fill(&SlottedFormat), fill(&DhlFormat));
         let c = r + 3;
         assert_eq!(s, (ps - 16) / (c + 2));
-        assert_eq!(d, (ps - 64) / (c + 4));
+        assert_eq!(d, (ps - 68) / (c + 4));
         assert_eq!((s, d), (slotted_want, dhl_want));
         println!(
             "{r:>12} | {s:>7} | {d:>3} | {:.1}%",

@@ -11,19 +11,38 @@
 //! 44..48  catalog root page
 //! 48      journal mode code
 //! 49      clean-close flag (1: closed cleanly, no recovery scan needed)
-//! 50..52  reserved (0)
+//! 50      page checksums (1: every page carries a verified checksum)
+//! 51      reserved (0)
 //! 52..56  crc32c of bytes 0..52
-//! 56..    reserved for modes (DASH keeps its GPL in this tail)
+//! 56..60  page checksum of page 1: crc32c(1, bytes 0..56, bytes 84..ps),
+//!         kept whatever byte 50 says, see [`seal_page1`]
+//! 60..84  the mode's fixed fields (DASH, DHL): outside the page checksum,
+//!         because a mode may rewrite them alone with one small write;
+//!         they carry their own checksum
+//! 84..    mode tail (DASH's GPL entries), then zeros; covered
 //! ```
+//!
+//! The page checksum sits in the first 512 bytes with everything a
+//! one-sector write changes, so a page-1 write torn after its first sector
+//! (in-place modes write page 1 without a journal) still verifies when the
+//! rest of the page did not change.
+//!
+//! Format 1 (before page checksums) is refused with a message saying so.
 
 use crate::base::{Error, Pgno, Result};
 
 /// Magic string at the start of every database file.
 pub const MAGIC: &[u8; 16] = b"twinpage fmt v1\0";
 /// Current format version.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of page 1 used by the header proper.
-pub const HEADER_LEN: usize = 56;
+pub const HEADER_LEN: usize = 60;
+/// Offset of the mode's fixed fields in page 1.
+pub const MODE_FIELDS_AT: usize = HEADER_LEN;
+/// Size of the mode's fixed fields (outside page 1's checksum).
+pub const MODE_FIELDS_LEN: usize = 24;
+/// Offset of the page-1 checksum.
+const PAGE1_SUM_AT: usize = 56;
 
 /// The decoded header page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,12 +63,16 @@ pub struct Header {
     pub journal_mode: u8,
     /// Set at a clean close, cleared by the first commit after open.
     pub clean_close: bool,
+    /// Every page carries a checksum that is verified on every read from
+    /// storage (chosen when the database is created).
+    pub page_checksums: bool,
 }
 
 impl Header {
-    /// Serialize into the first [`HEADER_LEN`] bytes of `page`.
+    /// Serialize into bytes 0..56 of `page` (the page-1 checksum is set
+    /// by [`seal_page1`] once the whole page is written).
     pub fn write_to(&self, page: &mut [u8]) {
-        page[..HEADER_LEN].fill(0);
+        page[..PAGE1_SUM_AT].fill(0);
         page[0..16].copy_from_slice(MAGIC);
         page[16..20].copy_from_slice(&FORMAT_VERSION.to_be_bytes());
         page[20..24].copy_from_slice(&self.page_size.to_be_bytes());
@@ -60,6 +83,7 @@ impl Header {
         page[44..48].copy_from_slice(&self.catalog_root.to_be_bytes());
         page[48] = self.journal_mode;
         page[49] = self.clean_close as u8;
+        page[50] = self.page_checksums as u8;
         let crc = crc32c::crc32c(&page[0..52]);
         page[52..56].copy_from_slice(&crc.to_be_bytes());
     }
@@ -79,6 +103,13 @@ impl Header {
             return Err(bad("header checksum mismatch".into()));
         }
         let version = u32_at(16);
+        if version == 1 {
+            return Err(bad(
+                "format version 1 (written before page checksums): this build reads \
+                 version 2 only; export the data with the build that wrote it"
+                    .into(),
+            ));
+        }
         if version != FORMAT_VERSION {
             return Err(bad(format!("unsupported format version {version}")));
         }
@@ -91,6 +122,7 @@ impl Header {
             catalog_root: u32_at(44),
             journal_mode: page[48],
             clean_close: page[49] == 1,
+            page_checksums: page[50] == 1,
         };
         if !valid_page_size(h.page_size as usize) {
             return Err(bad(format!("invalid page size {}", h.page_size)));
@@ -109,6 +141,32 @@ impl Header {
         }
         Ok(h)
     }
+}
+
+fn page1_sum(page: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&1u32.to_be_bytes());
+    let c = crc32c::crc32c_append(c, &page[..PAGE1_SUM_AT]);
+    crc32c::crc32c_append(c, &page[MODE_FIELDS_AT + MODE_FIELDS_LEN..])
+}
+
+/// Seal a complete page 1 (header and mode tail written): bytes 56..60
+/// get its page checksum. Every writer of a whole page 1 calls this last.
+pub fn seal_page1(page: &mut [u8]) {
+    let s = page1_sum(page);
+    page[PAGE1_SUM_AT..PAGE1_SUM_AT + 4].copy_from_slice(&s.to_be_bytes());
+}
+
+/// Check a complete page 1 read from storage (the header's own checksum
+/// was checked by [`Header::read_from`]; this covers the mode tail).
+pub fn verify_page1(page: &[u8], file: &str) -> Result<()> {
+    if page.len() < 512 || super::pagesum::stored(page, PAGE1_SUM_AT) != page1_sum(page) {
+        return Err(Error::corrupt(
+            file,
+            1,
+            "page checksum mismatch on the header page (its mode tail is damaged)",
+        ));
+    }
+    Ok(())
 }
 
 /// Page sizes twinpage accepts: powers of two from 512 to 65536.

@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod freelist;
 pub mod header;
+pub mod pagesum;
 
 pub use config::{Durability, Synchronous};
 pub use error::{Error, Pgno, Result, Tid};

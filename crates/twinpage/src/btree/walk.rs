@@ -6,7 +6,7 @@ use super::{overflow_pages, MAX_DEPTH};
 use crate::base::Header;
 use crate::base::{Error, Pgno, Result};
 use crate::node::{Node, Value};
-use crate::page::PageRead;
+use crate::page::{PageRead, PageRole};
 use std::fmt;
 
 /// What the check counted.
@@ -96,6 +96,12 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
         self.claim(pgno, "tree")?;
         self.report.tree_pages += 1;
         let node = self.p.node(pgno)?;
+        if self.problems.is_some() {
+            // The check also tests the bytes the decoded version does not
+            // use (an in-page format's other version, free space).
+            let verified = self.p.verify_page(pgno, PageRole::Tree);
+            self.note(verified)?;
+        }
         let in_bounds = |k: &[u8]| lo.is_none_or(|l| k >= l) && hi.is_none_or(|h| k < h);
         match &*node {
             Node::Leaf(cells) => {
@@ -265,6 +271,8 @@ pub fn check_all<P: PageRead + ?Sized>(p: &P, header: &Header) -> (CheckReport, 
 fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
     let n = header.page_count as usize;
     let damaged_before = w.problems.as_ref().map_or(0, Vec::len);
+    let verified = w.p.verify_page(1, PageRole::Header);
+    w.note(verified)?;
     walk_trees(w, header)?;
     let trees_damaged = w.problems.as_ref().map_or(0, Vec::len) > damaged_before;
     // Free list: in memory (in-page schemes), or a trunk chain plus leaves.
@@ -274,6 +282,8 @@ fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
             let claimed = w.claim(l, "free-list");
             if w.note(claimed)?.is_some() {
                 free += 1;
+                let verified = w.p.verify_page(l, PageRole::Free);
+                w.note(verified)?;
             }
         }
     }
@@ -296,6 +306,8 @@ fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
             let claimed = w.claim(l, "free-list leaf");
             if w.note(claimed)?.is_some() {
                 free += 1;
+                let verified = w.p.verify_page(l, PageRole::Free);
+                w.note(verified)?;
             }
         }
         trunk = next;

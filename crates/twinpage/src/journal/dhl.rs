@@ -23,6 +23,7 @@
 //! `docs/modes/dhl.md` for the rules and why each step is safe.
 
 use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
+use crate::base::header::seal_page1;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
@@ -143,6 +144,18 @@ fn write_tail(p1: &mut [u8], t: Tail) {
     b[12..16].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Whether header page `p1` holds intact DHL fields: the tail with its
+/// checksum, then zeros to the end of the mode's fields (registry hook for
+/// the integrity check).
+pub(super) fn page1_fields_intact(p1: &[u8]) -> bool {
+    use crate::base::header::{MODE_FIELDS_AT, MODE_FIELDS_LEN};
+    let Some(b) = p1.get(TAIL_AT..MODE_FIELDS_AT + MODE_FIELDS_LEN) else {
+        return false;
+    };
+    let crc = u32::from_be_bytes(b[12..16].try_into().expect("4 bytes"));
+    b[0] == TAIL_MAGIC && crc == crc32c::crc32c(&b[..12]) && b[TAIL_LEN..].iter().all(|&x| x == 0)
+}
+
 fn read_tail(p1: &[u8]) -> Tail {
     if p1.len() < TAIL_AT + TAIL_LEN {
         return Tail::default();
@@ -227,6 +240,7 @@ impl DhlJournal {
         let mut p = vec![0u8; ps];
         h.write_to(&mut p);
         write_tail(&mut p, tail);
+        seal_page1(&mut p);
         p
     }
 
@@ -633,7 +647,7 @@ impl Journal for DhlJournal {
                 continue;
             }
             db.read_page(pgno, &mut page)?;
-            if self.format.invalidate(&mut page, pgno, |t| t == tid) > 0 {
+            if self.format.roll_back_page(&mut page, pgno, tid) {
                 db.write_page(pgno, &page)?;
             }
         }

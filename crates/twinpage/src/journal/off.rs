@@ -11,10 +11,11 @@
 
 use super::dhl::header_must_be_written;
 use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
+use crate::base::header::seal_page1;
 use crate::base::Synchronous;
 use crate::base::{Header, HEADER_LEN};
 use crate::base::{Pgno, Result};
-use crate::node::slotted::{INTERIOR, LEAF};
+use crate::node::slotted::{self, INTERIOR, LEAF};
 use crate::node::{NodeFormat, SlottedFormat, SlottedMetaFormat, META_TRAILER};
 use crate::storage::DbFile;
 use parking_lot::Mutex;
@@ -88,6 +89,7 @@ impl OffJournal {
         let mut h = *committed;
         h.clean_close = false;
         h.write_to(&mut p1);
+        seal_page1(&mut p1);
         db.write_page(1, &p1)?;
         if self.sync != Synchronous::Off {
             db.file().sync_data()?;
@@ -193,6 +195,9 @@ impl Journal for OffJournal {
             if img.data[0] == LEAF || img.data[0] == INTERIOR {
                 let mut data = img.data.to_vec();
                 write_trailer(img.pgno, &mut data, tid, header.page_count);
+                if header.page_checksums {
+                    slotted::seal_tree(img.pgno, &mut data);
+                }
                 img.data = Arc::from(data);
                 self.st.lock().commit_page = Some((tid, img.pgno));
                 break;

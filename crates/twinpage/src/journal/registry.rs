@@ -115,6 +115,10 @@ pub struct ModeSpec {
     /// Files it may leave behind; cleaned up when another mode opens the
     /// database.
     pub leftovers: &'static [&'static Leftover],
+    /// Whether a whole page 1 holds intact fixed fields of this mode in
+    /// bytes 60..84 (outside page 1's checksum; each mode checksums its
+    /// own). `None` for modes that keep none there (the bytes stay zero).
+    pub page1_fields: Option<fn(&[u8]) -> bool>,
 }
 
 impl ModeSpec {
@@ -212,6 +216,7 @@ const SLOTTED: ModeSpec = ModeSpec {
     tree: TreeConfig::DEFAULT,
     free_list: FreeListPolicy::Trunks,
     leftovers: &[],
+    page1_fields: None,
 };
 
 /// Every implemented mode, in [`JournalMode::ALL`] order.
@@ -284,6 +289,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "DASH (database shadowing), USENIX ATC 2015",
         make_journal: |sync, _, opts| dash(false, sync, opts, JournalMode::Shadow),
         leftovers: &[&DASH_FILES],
+        page1_fields: Some(shadow::page1_fields_intact),
         ..SLOTTED
     },
     ModeSpec {
@@ -296,6 +302,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         // next unsynced Version Update could not be told apart.
         durability: [NoGuarantee, Durable, Durable, Durable],
         leftovers: &[&DASH_FILES],
+        page1_fields: Some(shadow::page1_fields_intact),
         ..SLOTTED
     },
     ModeSpec {
@@ -311,6 +318,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         // T's commit made free.
         durability: [NoGuarantee, Durable, Durable, Durable],
         free_list: FreeListPolicy::Volatile,
+        page1_fields: Some(super::dhl::page1_fields_intact),
         ..SLOTTED
     },
     ModeSpec {
@@ -322,9 +330,24 @@ pub static REGISTRY: &[ModeSpec] = &[
         make_journal: |sync, _, opts| dhl(CommitProtocol::Counting, sync, opts, JournalMode::DhlCc),
         durability: [NoGuarantee, Durable, Durable, Durable],
         free_list: FreeListPolicy::Volatile,
+        page1_fields: Some(super::dhl::page1_fields_intact),
         ..SLOTTED
     },
 ];
+
+/// Whether bytes 60..84 of page 1 are intact: zero, or the valid fixed
+/// fields of some mode (a file may have been switched between modes).
+pub fn page1_fields_intact(page1: &[u8]) -> bool {
+    use crate::base::header::{MODE_FIELDS_AT, MODE_FIELDS_LEN};
+    let Some(fields) = page1.get(MODE_FIELDS_AT..MODE_FIELDS_AT + MODE_FIELDS_LEN) else {
+        return false;
+    };
+    fields.iter().all(|&b| b == 0)
+        || REGISTRY
+            .iter()
+            .filter_map(|s| s.page1_fields)
+            .any(|ok| ok(page1))
+}
 
 /// The mode whose header code is `code`.
 pub fn by_code(code: u8) -> Option<&'static ModeSpec> {

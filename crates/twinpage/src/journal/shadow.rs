@@ -24,6 +24,7 @@
 //! layout, the decision table and why ⟨n+1, n⟩ is undone, not redone.
 
 use super::{CommitSet, Journal, JournalMode, PreOpenCtx, RecoverCtx, Recovery};
+use crate::base::header::seal_page1;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
@@ -165,6 +166,13 @@ fn put_tail(page: &mut [u8], version: u64, flags: u8, gpl: &Gpl) {
     let t = tail_bytes(version, flags, gpl);
     page[TAIL_OFFSET..].fill(0);
     page[TAIL_OFFSET..TAIL_OFFSET + t.len()].copy_from_slice(&t);
+    seal_page1(page);
+}
+
+/// Whether header page `page` holds intact DASH fields (registry hook for
+/// the integrity check).
+pub fn page1_fields_intact(page: &[u8]) -> bool {
+    matches!(parse_tail(page), Tail::Valid { .. })
 }
 
 /// Parse the DASH fields of a whole header page.
@@ -551,6 +559,18 @@ fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Res
                     notes.push(format!(
                         "{pair}: shadow untrusted, rebuilt at the next write"
                     ));
+                }
+                if let (true, Role::Damaged(Some(fcc))) = (repair, ra) {
+                    // Intact database, damaged DASH fields: write now what
+                    // the clone's first step writes (the current version),
+                    // so that the integrity check finds intact fields. A
+                    // read-only open leaves them to the next writer.
+                    let t = tail_bytes(fcc + 1, 0, &Gpl::Pages(Vec::new()));
+                    match a_file.write_at(&t, TAIL_OFFSET as u64) {
+                        Ok(()) if syncs(sync) => a_file.sync_data()?,
+                        Ok(()) | Err(Error::ReadOnly(_)) => {}
+                        Err(e) => return Err(e),
+                    }
                 }
                 ShadowState::NeedsClone
             }
@@ -1087,10 +1107,11 @@ mod tests {
         ));
         // A count beyond the capacity is damage, not an allocation.
         let mut p = page.clone();
-        p[72..76].copy_from_slice(&(gpl_capacity(512) as u32 + 1).to_be_bytes());
+        let count_at = TAIL_OFFSET + 16;
+        p[count_at..count_at + 4].copy_from_slice(&(gpl_capacity(512) as u32 + 1).to_be_bytes());
         assert_eq!(parse_tail(&p), Tail::Invalid);
-        assert_eq!(gpl_capacity(512), 108);
-        assert_eq!(gpl_capacity(4096), 1004);
+        assert_eq!(gpl_capacity(512), 107);
+        assert_eq!(gpl_capacity(4096), 1003);
     }
 
     #[test]

@@ -32,13 +32,18 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 pub const PAGE_SIZES: &[usize] = &[512, 1024, 4096];
 
 fn enc(ps: usize, tid: u64) -> EncodeCtx {
-    EncodeCtx { page_size: ps, tid }
+    EncodeCtx {
+        page_size: ps,
+        tid,
+        checksums: true,
+    }
 }
 
 fn dec(ps: usize, committed_tid: u64) -> DecodeCtx {
     DecodeCtx {
         page_size: ps,
         committed_tid,
+        checksums: true,
     }
 }
 

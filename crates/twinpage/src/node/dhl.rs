@@ -22,10 +22,17 @@
 //!   +20 u32  commit record: transaction size (pages written with TID)
 //!   +24 u32  commit record: page count after the commit
 //!   +28 u32  crc32c(pgno, bytes +0..+28, each offset and cell of the version)
-//! 64..     offset rows, 4 bytes each: row i = [u16 offset of cell i in
+//! 64..68   page checksum: crc32c(pgno, bytes 0..64, bytes 68..ps), over
+//!          both versions and the free space; rewritten with every write
+//! 68..     offset rows, 4 bytes each: row i = [u16 offset of cell i in
 //!          version 0][u16 offset of cell i in version 1]
 //! ...      free space, then cells (slotted-format cell encoding)
 //! ```
+//!
+//! Reads select and verify a version by its own checksum, so a write torn
+//! in the new version leaves the committed one readable although the page
+//! checksum fails; recovery rewrites such a page. The integrity check
+//! tests the page checksum too and names the versions still intact.
 //!
 //! Non-tree pages (overflow, free-list trunks) end with a 16-byte envelope:
 //! `u64 TID`, `u8 0xD5`, 3 zero bytes, `u32 crc32c(pgno, bytes 0..ps-4)`,
@@ -33,13 +40,16 @@
 
 use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
 use std::sync::Arc;
 
 /// Size of one slot header.
 pub const SLOT_LEN: usize = 32;
+/// Offset of the page checksum.
+pub const PAGE_SUM_AT: usize = 2 * SLOT_LEN;
 /// Offset of the first offset row.
-pub const ROWS_AT: usize = 2 * SLOT_LEN;
+pub const ROWS_AT: usize = PAGE_SUM_AT + SUM_LEN;
 /// Bytes per offset row (one u16 per slot header).
 pub const ROW_LEN: usize = 4;
 /// Magic byte of a written slot header.
@@ -544,6 +554,9 @@ impl DhlFormat {
         if page[0] != MAGIC {
             return out;
         }
+        // A torn write may have changed only bytes no valid version uses:
+        // the page still needs rewriting so that its checksum holds.
+        out.broken = !pagesum::verify(pgno, page, PAGE_SUM_AT);
         let max_key = self.max_key_len(ps);
         for h in (0..2).filter_map(|s| read_slot(page, s)) {
             if h.tid == INV {
@@ -579,6 +592,7 @@ impl DhlFormat {
         if let Some(tid) = raw_tid(pgno, page) {
             if tid != INV && doomed(tid) {
                 page[ps - RAW_TAIL..ps - 8].copy_from_slice(&INV.to_be_bytes());
+                seal_envelope(pgno, page);
                 return 1;
             }
             return 0;
@@ -595,14 +609,49 @@ impl DhlFormat {
                 n += 1;
             }
         }
+        if n > 0 {
+            pagesum::seal(pgno, page, PAGE_SUM_AT);
+        }
         n
+    }
+
+    /// Rollback of one page the aborted transaction `tid` wrote: its
+    /// versions become INV, a page checksum a failed (short) write broke is
+    /// resealed, and a page left with neither a version nor an envelope
+    /// (a fresh page whose write failed early) is zeroed, so that every
+    /// free page verifies afterwards. Returns whether the page changed.
+    pub fn roll_back_page(&self, page: &mut [u8], pgno: Pgno, tid: u64) -> bool {
+        if page.len() < 512 {
+            return false;
+        }
+        if self.invalidate(page, pgno, |t| t == tid) > 0 {
+            return true;
+        }
+        if raw_tid(pgno, page).is_some() {
+            return false;
+        }
+        if page[0] == MAGIC || page[SLOT_LEN] == MAGIC {
+            if pagesum::verify(pgno, page, PAGE_SUM_AT) {
+                return false;
+            }
+            pagesum::seal(pgno, page, PAGE_SUM_AT);
+            return true;
+        }
+        if pagesum::is_zero(page) {
+            return false;
+        }
+        page.fill(0);
+        true
     }
 
     /// Recovery's repair of one page once the FCC is decided: invalidate
     /// every version above `fcc`, and every version below the visible one
     /// that fails its checksum (cells a torn write reclaimed from it). The
     /// visible version itself is never invalidated: if it is damaged,
-    /// reads report it. Returns the versions invalidated.
+    /// reads report it. A page whose page checksum fails (a write torn in
+    /// bytes no valid version uses) is resealed. Returns the changes made
+    /// (versions invalidated, plus one for a reseal): nonzero means the
+    /// page must be written back.
     pub fn repair(&self, page: &mut [u8], pgno: Pgno, fcc: u64) -> usize {
         let ps = page.len();
         if ps < 512 {
@@ -628,6 +677,10 @@ impl DhlFormat {
                 n += 1;
             }
         }
+        if n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT) {
+            pagesum::seal(pgno, page, PAGE_SUM_AT);
+            n += usize::from(n == 0);
+        }
         n
     }
 
@@ -651,8 +704,16 @@ impl DhlFormat {
         let (_, crc) = parse_version(pgno, page, &h, self.max_key_len(page.len()))?;
         h.crc = crc;
         write_slot(page, &h);
+        pagesum::seal(pgno, page, PAGE_SUM_AT);
         Ok(true)
     }
+}
+
+/// Set the checksum of a non-tree page's envelope.
+fn seal_envelope(pgno: Pgno, page: &mut [u8]) {
+    let ps = page.len();
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..ps - 4]);
+    page[ps - 4..].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// The TID in a non-tree page's envelope, if the envelope is intact.
@@ -744,6 +805,7 @@ impl NodeFormat for DhlFormat {
         let (_, crc) = parse_version(pgno, out, &h, self.max_key_len(ps))?;
         h.crc = crc;
         write_slot(out, &h);
+        pagesum::seal(pgno, out, PAGE_SUM_AT);
         Ok(())
     }
 
@@ -774,8 +836,7 @@ impl NodeFormat for DhlFormat {
         page[ps - RAW_TAIL..ps - 8].copy_from_slice(&ctx.tid.to_be_bytes());
         page[ps - 8] = RAW_MAGIC;
         page[ps - 7..ps - 4].fill(0);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..ps - 4]);
-        page[ps - 4..].copy_from_slice(&crc.to_be_bytes());
+        seal_envelope(pgno, page);
     }
 
     fn check_raw(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
@@ -796,6 +857,54 @@ impl NodeFormat for DhlFormat {
             Some(_) => Ok(()),
         }
     }
+
+    fn verify_tree(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        if !ctx.checksums || pagesum::verify(pgno, page, PAGE_SUM_AT) {
+            return Ok(());
+        }
+        let max_key = self.max_key_len(page.len());
+        let visible = Self::visible_slot(page, ctx.committed_tid).map(|h| h.slot);
+        let versions: Vec<String> = (0..2)
+            .filter_map(|s| read_slot(page, s))
+            .map(|h| {
+                let state = if h.tid == INV {
+                    "invalidated"
+                } else if verified(pgno, page, &h, max_key).is_ok() {
+                    "intact"
+                } else {
+                    "damaged"
+                };
+                let vis = if Some(h.slot) == visible {
+                    ", visible"
+                } else {
+                    ""
+                };
+                format!("slot {} (TID {}{vis}) {state}", h.slot, h.tid)
+            })
+            .collect();
+        Err(corrupt(
+            pgno,
+            format!(
+                "page checksum mismatch: bytes outside the visible version are damaged; versions: {}",
+                if versions.is_empty() { "none".to_string() } else { versions.join(", ") }
+            ),
+        ))
+    }
+
+    fn check_free(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        if !ctx.checksums
+            || page.len() < 512
+            || pagesum::is_zero(page)
+            || raw_tid(pgno, page).is_some()
+            || pagesum::verify(pgno, page, PAGE_SUM_AT)
+        {
+            return Ok(());
+        }
+        Err(corrupt(
+            pgno,
+            "free page: neither all zero nor a page with an intact checksum (damaged)",
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -806,13 +915,18 @@ mod tests {
     const PS: usize = 512;
 
     fn ectx(tid: u64) -> EncodeCtx {
-        EncodeCtx { page_size: PS, tid }
+        EncodeCtx {
+            page_size: PS,
+            tid,
+            checksums: true,
+        }
     }
 
     fn dctx(fcc: u64) -> DecodeCtx {
         DecodeCtx {
             page_size: PS,
             committed_tid: fcc,
+            checksums: true,
         }
     }
 
@@ -914,11 +1028,21 @@ mod tests {
         let f = DhlFormat;
         let v1 = leaf(&[("a", 10), ("b", 200)]);
         let p1 = enc(&v1, None, 1);
-        for at in [2usize, 9, 30, 64, PS - 5, PS - 100] {
+        for at in [2usize, 9, 30, ROWS_AT, PS - 5, PS - 100] {
             let mut bad = p1.clone();
             bad[at] ^= 0x40;
             let r = f.decode(7, &bad, &dctx(1));
             assert!(r.is_err() || r.unwrap() != v1, "flip at {at} undetected");
+        }
+        // Bytes no version uses (the page checksum, free space): reads
+        // still return the version, the integrity check reports the page.
+        assert!(f.verify_tree(7, &p1, &dctx(1)).is_ok());
+        for at in [PAGE_SUM_AT, ROWS_AT + 40, PS / 2] {
+            let mut bad = p1.clone();
+            bad[at] ^= 0x40;
+            assert_eq!(f.decode(7, &bad, &dctx(1)).unwrap(), v1);
+            let e = f.verify_tree(7, &bad, &dctx(1)).unwrap_err().to_string();
+            assert!(e.contains("slot 0 (TID 1, visible) intact"), "{e}");
         }
         // An in-flight version torn mid-page is invisible to recovery and
         // does not disturb the committed one.

@@ -8,9 +8,13 @@
 //! 2..4   u16  cell count n
 //! 4..8   u32  offset of the first cell byte (cells are packed at the end)
 //! 8..12  u32  interior: rightmost child; leaf: 0
-//! 12..16 u32  reserved (0)
+//! 12..16 u32  page checksum: crc32c(pgno, bytes 0..12, bytes 16..ps)
+//!             (0 in a database created without page checksums)
 //! 16..   u16  n cell offsets, in key order
 //! ```
+//!
+//! Overflow pages and free-list trunks end with a 4-byte page checksum,
+//! crc32c(pgno, bytes 0..ps-4) ([`NodeFormat::raw_reserved`] = 4).
 //!
 //! Leaf cell: `flags u8` (bit 0: overflow), `varint key_len`, `varint
 //! value_len`, key, then the value (inline) or a u32 overflow head page.
@@ -18,6 +22,7 @@
 
 use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
 use std::sync::Arc;
 
@@ -27,6 +32,18 @@ pub const LEAF: u8 = 0x0D;
 pub const INTERIOR: u8 = 0x05;
 /// Size of the page header.
 pub const HEADER: usize = 16;
+/// Offset of a tree page's checksum.
+pub const SUM_AT: usize = 12;
+
+/// Seal tree page `pgno` after a change to its bytes (the OFF journal's
+/// embedded commit record).
+pub fn seal_tree(pgno: Pgno, page: &mut [u8]) {
+    pagesum::seal(pgno, page, SUM_AT);
+}
+
+fn raw_sum_at(page: &[u8]) -> usize {
+    page.len() - SUM_LEN
+}
 /// Bytes [`SlottedMetaFormat`] keeps free at the end of every tree page
 /// for an embedded commit record (OFF with metadata embedding).
 pub const META_TRAILER: usize = 16;
@@ -61,6 +78,13 @@ fn decode(
     let corrupt = |what: String| Error::corrupt("database", pgno, what);
     if page.len() != ctx.page_size || page.len() < HEADER {
         return Err(corrupt(format!("page buffer of {} bytes", page.len())));
+    }
+    if ctx.checksums && !pagesum::verify(pgno, page, SUM_AT) {
+        return Err(corrupt(
+            "page checksum mismatch: the page is damaged, torn, or belongs at another \
+             offset"
+                .into(),
+        ));
     }
     let kind = page[0];
     if kind != LEAF && kind != INTERIOR {
@@ -120,7 +144,8 @@ fn used(node: &Node) -> usize {
     }
 }
 
-fn encode(pgno: Pgno, node: &Node, ps: usize, reserve: usize, out: &mut [u8]) -> Result<()> {
+fn encode(pgno: Pgno, node: &Node, ctx: &EncodeCtx, reserve: usize, out: &mut [u8]) -> Result<()> {
+    let ps = ctx.page_size;
     if used(node) > ps - HEADER - reserve || out.len() != ps {
         return Err(Error::InvalidArgument(format!(
             "node for page {pgno} does not fit a {ps}-byte page"
@@ -151,7 +176,27 @@ fn encode(pgno: Pgno, node: &Node, ps: usize, reserve: usize, out: &mut [u8]) ->
     }
     out[2..4].copy_from_slice(&(node.len() as u16).to_be_bytes());
     out[4..8].copy_from_slice(&(end as u32).to_be_bytes());
+    if ctx.checksums {
+        seal_tree(pgno, out);
+    }
     Ok(())
+}
+
+/// A free page holds the last image this format wrote there (a tree page
+/// or a raw page, checksum intact) or was never written.
+fn check_free(pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+    if !ctx.checksums || pagesum::is_zero(page) {
+        return Ok(());
+    }
+    let tree = (page[0] == LEAF || page[0] == INTERIOR) && pagesum::verify(pgno, page, SUM_AT);
+    if tree || pagesum::verify(pgno, page, raw_sum_at(page)) {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        "database",
+        pgno,
+        "free page: neither all zero nor a page with an intact checksum (damaged)",
+    ))
 }
 
 macro_rules! slotted_impl {
@@ -202,7 +247,7 @@ macro_rules! slotted_impl {
                 ctx: &EncodeCtx,
                 out: &mut [u8],
             ) -> Result<()> {
-                encode(pgno, node, ctx.page_size, $reserve, out)
+                encode(pgno, node, ctx, $reserve, out)
             }
 
             fn max_key_len(&self, page_size: usize) -> usize {
@@ -214,6 +259,33 @@ macro_rules! slotted_impl {
 
             fn max_inline_cell(&self, page_size: usize) -> usize {
                 self.capacity(page_size) / 4
+            }
+
+            fn raw_reserved(&self) -> usize {
+                SUM_LEN
+            }
+
+            fn seal_raw(&self, pgno: Pgno, page: &mut [u8], ctx: &EncodeCtx) {
+                if ctx.checksums {
+                    let at = raw_sum_at(page);
+                    pagesum::seal(pgno, page, at);
+                }
+            }
+
+            fn check_raw(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+                if ctx.checksums && !pagesum::verify(pgno, page, raw_sum_at(page)) {
+                    return Err(Error::corrupt(
+                        "database",
+                        pgno,
+                        "overflow or free-list page: page checksum mismatch (damaged, torn, \
+                         or belongs at another offset)",
+                    ));
+                }
+                Ok(())
+            }
+
+            fn check_free(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+                check_free(pgno, page, ctx)
             }
         }
     };
@@ -234,10 +306,12 @@ mod tests {
         let ectx = EncodeCtx {
             page_size: ps,
             tid: 1,
+            checksums: true,
         };
         let dctx = DecodeCtx {
             page_size: ps,
             committed_tid: 1,
+            checksums: true,
         };
         let leaf = Node::Leaf(vec![
             LeafCell {
@@ -269,6 +343,7 @@ mod tests {
         let dctx = DecodeCtx {
             page_size: 512,
             committed_tid: 1,
+            checksums: true,
         };
         let mut rng = 0x1234_5678u64;
         for _ in 0..2000 {

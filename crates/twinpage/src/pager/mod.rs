@@ -43,6 +43,7 @@ mod freelist;
 
 pub use cache::{CachedPage, PageCache, ShardedCache};
 
+use crate::base::header::{seal_page1, verify_page1};
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, Pgno, Result, Tid};
 use crate::cc::{self, LockManager, Txn};
@@ -51,7 +52,7 @@ use crate::journal::{
     ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
 };
 use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat};
-use crate::page::{PageRead, PageWrite};
+use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -83,6 +84,8 @@ pub struct PagerConfig {
     pub faults: TestFaults,
     /// Mode-specific options.
     pub mode_opts: ModeOptions,
+    /// Page checksums for a new database (an existing one keeps its own).
+    pub page_checksums: bool,
 }
 
 struct Shared {
@@ -138,6 +141,9 @@ pub struct Pager {
     /// The database file.
     pub db: DbFile,
     format: Arc<dyn NodeFormat>,
+    /// The database carries page checksums (header byte 50): seal every
+    /// page written and verify every page read.
+    sums: bool,
     /// On its own cache line: readers write it at begin and end, and the
     /// read-mostly fields around it must not bounce between cores with it.
     shared: Padded<Mutex<Shared>>,
@@ -258,6 +264,7 @@ impl Pager {
             let mut page1 = vec![0u8; ps];
             journal.read_page(&dbf, 1, u64::MAX, &mut page1)?;
             h = Header::read_from(&page1, &path.display().to_string())?;
+            verify_page1(&page1, &path.display().to_string())?;
             journal.fixup_header(&mut h)?;
             h
         };
@@ -279,6 +286,7 @@ impl Pager {
         let pager = Pager {
             db: DbFile::new(vfs, path.to_path_buf(), file, ps),
             format,
+            sums: header.page_checksums,
             shared: Padded(Mutex::new(Shared {
                 header,
                 readers: BTreeMap::new(),
@@ -375,11 +383,37 @@ impl Pager {
             if let Ok(used) = crate::btree::walk::reachable(&view, &h) {
                 list = (2..=h.page_count).filter(|&p| !used[p as usize]).collect();
             }
+            self.clear_torn_free_pages(&list, &h)?;
         }
         let mut sh = self.shared.lock();
         sh.header.freelist_head = 0;
         sh.header.freelist_count = list.len() as u32;
         sh.free = Some(list);
+        Ok(())
+    }
+
+    /// After a crash, a free page of an in-place format may hold what a
+    /// torn write of an uncommitted transaction left (recovery repairs only
+    /// pages that carry a version). No state references it, so it is reset
+    /// to zeros: afterwards every free page verifies, and the integrity
+    /// check can report any free page that does not as damage.
+    fn clear_torn_free_pages(&self, free: &[Pgno], h: &Header) -> Result<()> {
+        if !self.sums || self.cfg.read_only {
+            return Ok(());
+        }
+        let ctx = self.decode_ctx(h.fcc);
+        let zeros = vec![0u8; self.db.page_size];
+        let mut cleared = 0;
+        for &p in free {
+            let raw = self.read_committed(p, h.fcc)?;
+            if self.format.check_free(p, &raw, &ctx).is_err() {
+                self.db.write_page(p, &zeros)?;
+                cleared += 1;
+            }
+        }
+        if cleared > 0 && self.cfg.sync != Synchronous::Off {
+            self.db.file().sync_data()?;
+        }
         Ok(())
     }
 
@@ -411,6 +445,7 @@ impl Pager {
             catalog_root: 2,
             journal_mode: cfg.spec.code,
             clean_close: true,
+            page_checksums: cfg.page_checksums,
         };
         let mut p2 = vec![0u8; ps];
         (cfg.spec.node_format)().encode(
@@ -420,6 +455,7 @@ impl Pager {
             &EncodeCtx {
                 page_size: ps,
                 tid: 0,
+                checksums: cfg.page_checksums,
             },
             &mut p2,
         )?;
@@ -430,6 +466,7 @@ impl Pager {
         }
         let mut p1 = vec![0u8; ps];
         header.write_to(&mut p1);
+        seal_page1(&mut p1);
         file.write_at(&p1, 0)?;
         if cfg.sync != Synchronous::Off {
             file.sync_data()?;
@@ -582,6 +619,7 @@ impl Pager {
         DecodeCtx {
             page_size: self.db.page_size,
             committed_tid,
+            checksums: self.sums,
         }
     }
 
@@ -796,6 +834,7 @@ impl Pager {
                 let ctx = EncodeCtx {
                     page_size: self.db.page_size,
                     tid,
+                    checksums: self.sums,
                 };
                 self.format.seal_raw(pgno, &mut out, &ctx);
                 Ok(Arc::from(out))
@@ -810,6 +849,7 @@ impl Pager {
                     &EncodeCtx {
                         page_size: self.db.page_size,
                         tid,
+                        checksums: self.sums,
                     },
                     &mut out,
                 )?;
@@ -892,6 +932,7 @@ impl Pager {
         let mut pages = Vec::with_capacity(pgnos.len() + 1);
         let mut p1 = self.committed_raw(1, None)?.to_vec();
         st.header.write_to(&mut p1);
+        seal_page1(&mut p1);
         pages.push(PageImage {
             pgno: 1,
             data: Arc::from(p1),
@@ -1262,6 +1303,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             &EncodeCtx {
                 page_size: self.pager.db.page_size,
                 tid: self.st.txn.tid,
+                checksums: self.pager.sums,
             },
         ))
     }
@@ -1366,5 +1408,33 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
 
     fn free_pages(&self) -> Option<Vec<Pgno>> {
         self.pager.shared.lock().free.clone()
+    }
+
+    fn verify_page(&self, pgno: Pgno, role: PageRole) -> Result<()> {
+        // Page 1 from storage: a mode may rewrite its fields there without
+        // the pager's copy (DASH's tail).
+        let raw = if role == PageRole::Header {
+            self.pager.read_committed(pgno, self.snap.fcc)?
+        } else {
+            self.pager.committed_raw(pgno, Some(&self.snap))?
+        };
+        let ctx = self.pager.decode_ctx(self.snap.fcc);
+        let file = self.pager.file_name();
+        let f = &self.pager.format;
+        match role {
+            PageRole::Header => verify_page1(&raw, &file).and_then(|()| {
+                if crate::journal::registry::page1_fields_intact(&raw) {
+                    Ok(())
+                } else {
+                    Err(Error::corrupt(
+                        &file,
+                        1,
+                        "header page: the mode's fields (bytes 60..84) are damaged",
+                    ))
+                }
+            }),
+            PageRole::Tree => f.verify_tree(pgno, &raw, &ctx),
+            PageRole::Free => f.check_free(pgno, &raw, &ctx),
+        }
     }
 }

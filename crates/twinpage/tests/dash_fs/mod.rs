@@ -353,17 +353,21 @@ pub fn assert_shadow_invariant(vfs: &MemVfs, db: &Path, page_size: usize) {
         return;
     };
     let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
-    assert_eq!(&d[56..60], b"DASH", "database has DASH fields");
-    assert_eq!(&s[56..60], b"DASH", "shadow has DASH fields");
-    assert_eq!(&s[60..68], &[0u8; 8], "shadow version is reset");
-    let identical = s[68] & 1 != 0;
-    let count = be32(&d, 72);
+    // The DASH fields follow the 60-byte header; GPL entries follow them.
+    const T: usize = twinpage::base::HEADER_LEN;
+    assert_eq!(&d[T..T + 4], b"DASH", "database has DASH fields");
+    assert_eq!(&s[T..T + 4], b"DASH", "shadow has DASH fields");
+    assert_eq!(&s[T + 4..T + 12], &[0u8; 8], "shadow version is reset");
+    let identical = s[T + 12] & 1 != 0;
+    let count = be32(&d, T + 16);
     let listed: BTreeSet<u32> = if identical {
         BTreeSet::new()
     } else if count == u32::MAX {
         return;
     } else {
-        (0..count as usize).map(|k| be32(&d, 80 + 4 * k)).collect()
+        (0..count as usize)
+            .map(|k| be32(&d, T + 24 + 4 * k))
+            .collect()
     };
     let pages = d.len().min(s.len()) / page_size;
     for p in 2..=pages as u32 {

@@ -41,6 +41,7 @@ use super::{
     CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions, PageImage,
     RecoverCtx, Recovery, TestFaults,
 };
+use crate::base::header::seal_page1;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
@@ -609,6 +610,7 @@ impl WalJournal {
                     let mut h = Header::read_from(&buf, &db.path.display().to_string())?;
                     h.fcc = ckpt_tid;
                     h.write_to(&mut buf);
+                    seal_page1(&mut buf);
                 }
                 db.write_page(pg, &buf)?;
             }
