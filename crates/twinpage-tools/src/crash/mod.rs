@@ -6,5 +6,7 @@
 pub mod child;
 pub mod damage;
 pub mod explore;
+pub mod flip;
 pub mod inject;
+pub mod recovery_faults;
 pub mod workload;

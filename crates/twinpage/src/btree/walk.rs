@@ -223,7 +223,11 @@ fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
 /// otherwise a corruption error naming the first damaged page and listing
 /// every problem found ([`check_all`] gives them one by one).
 pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport> {
-    let (report, problems) = check_all(p, header);
+    let (report, mut problems) = check_all(p, header);
+    // An I/O error is not damage: pass it on as itself.
+    if let Some(i) = problems.iter().position(|e| !e.is_corruption()) {
+        return Err(problems.swap_remove(i));
+    }
     let Some(first) = problems.first() else {
         return Ok(report);
     };

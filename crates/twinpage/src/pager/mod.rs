@@ -304,7 +304,13 @@ impl Pager {
             opened_after_crash,
         };
         if volatile {
-            pager.load_free_list()?;
+            if let Err(e) = pager.load_free_list() {
+                // No session began: dropping the pager must not close it
+                // cleanly, which would record an empty free list as the
+                // truth (found by I/O errors during recovery).
+                pager.poison(format!("open failed: {e}"));
+                return Err(e);
+            }
         }
         Ok(pager)
     }
@@ -380,8 +386,16 @@ impl Pager {
                 pager: self,
                 snap: h,
             };
-            if let Ok(used) = crate::btree::walk::reachable(&view, &h) {
-                list = (2..=h.page_count).filter(|&p| !used[p as usize]).collect();
+            match crate::btree::walk::reachable(&view, &h) {
+                Ok(used) => {
+                    list = (2..=h.page_count).filter(|&p| !used[p as usize]).collect();
+                }
+                // A damaged tree still opens (the check reports it), with
+                // no free pages to reuse. An I/O error must not: the
+                // session would close with an empty list and leak every
+                // free page for good (found by I/O errors during recovery).
+                Err(e) if !e.is_corruption() => return Err(e),
+                Err(_) => {}
             }
             self.clear_torn_free_pages(&list, &h)?;
         }
