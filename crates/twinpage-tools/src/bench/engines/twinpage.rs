@@ -40,6 +40,10 @@ pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
             "redistribute".into(),
             opts.tree_config().redistribute.to_string(),
         ),
+        (
+            "page_checksums".into(),
+            if opts.page_checksums { "on" } else { "off" }.into(),
+        ),
     ];
     // Mode-specific options, as given (the mode validated them at open).
     v.extend(opts.mode_opts.0.iter().cloned());
@@ -65,6 +69,7 @@ impl Engine for TwinpageEngine {
     fn settings(&self) -> Vec<(String, String)> {
         let mut opts = self.opts.clone();
         opts.page_size = self.db.page_size();
+        opts.page_checksums = self.db.stats().page_checksums;
         settings(&opts)
     }
 
