@@ -72,6 +72,9 @@ fn a_flipped_bit_in_any_page_is_named() {
                 read.as_ref().err().is_some_and(named) || problems.iter().any(named),
                 "{mode}: flip in page {pgno} not reported (read {read:?}, check {problems:?})"
             );
+            if let Err(Error::Corruption { file, .. }) = &read {
+                assert_eq!(file, PATH, "{mode}: the error names the file");
+            }
             db.close().unwrap();
         }
     }

@@ -359,8 +359,7 @@ impl Pager {
                     return Err(self.corrupt_at(trunk, "free-list trunk chain loops"));
                 }
                 let raw = self.committed_raw(trunk, None)?;
-                self.format
-                    .check_raw(trunk, &raw, &self.decode_ctx(h.fcc))?;
+                self.check_raw(trunk, &raw, &self.decode_ctx(h.fcc))?;
                 let (next, leaves) = crate::base::freelist::parse_trunk(
                     &raw,
                     trunk,
@@ -429,6 +428,33 @@ impl Pager {
             self.db.file().sync_data()?;
         }
         Ok(())
+    }
+
+    /// A format's corruption error names "database": name the file.
+    fn named(&self, e: Error) -> Error {
+        match e {
+            Error::Corruption { file, page, what } if file == "database" => Error::Corruption {
+                file: self.file_name(),
+                page,
+                what,
+            },
+            e => e,
+        }
+    }
+
+    /// Decode a tree page read from storage (its checksum is verified
+    /// there); errors name the file.
+    fn decode_page(&self, pgno: Pgno, raw: &Arc<[u8]>, ctx: &DecodeCtx) -> Result<Node> {
+        self.format
+            .decode_shared(pgno, raw, ctx)
+            .map_err(|e| self.named(e))
+    }
+
+    /// Verify a raw (overflow or free-list) page; errors name the file.
+    fn check_raw(&self, pgno: Pgno, raw: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        self.format
+            .check_raw(pgno, raw, ctx)
+            .map_err(|e| self.named(e))
     }
 
     fn file_name(&self) -> String {
@@ -672,7 +698,7 @@ impl Pager {
         let ctx = self.decode_ctx(h.fcc);
         let decode = |raw: &Arc<[u8]>| -> Result<Option<Arc<Node>>> {
             Ok(if want_node {
-                Some(Arc::new(self.format.decode_shared(pgno, raw, &ctx)?))
+                Some(Arc::new(self.decode_page(pgno, raw, &ctx)?))
             } else {
                 None
             })
@@ -1236,7 +1262,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
             Some(Dirty::Node(n)) => return Ok(n.clone()),
             Some(Dirty::Raw(r)) => {
                 let ctx = self.pager.decode_ctx(self.st.txn.tid);
-                return Ok(Arc::new(self.pager.format.decode_shared(pgno, r, &ctx)?));
+                return Ok(Arc::new(self.pager.decode_page(pgno, r, &ctx)?));
             }
             None => {}
         }
@@ -1244,7 +1270,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         if self.st.spilled.contains(&pgno) {
             let raw = self.pager.read_committed(pgno, self.st.txn.tid)?;
             let ctx = self.pager.decode_ctx(self.st.txn.tid);
-            return Ok(Arc::new(self.pager.format.decode_shared(pgno, &raw, &ctx)?));
+            return Ok(Arc::new(self.pager.decode_page(pgno, &raw, &ctx)?));
         }
         self.pager.committed_node(pgno, None)
     }
@@ -1270,7 +1296,6 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         };
         if pgno >= 2 {
             self.pager
-                .format
                 .check_raw(pgno, &raw, &self.pager.decode_ctx(fcc))?;
         }
         Ok(raw)
@@ -1414,7 +1439,6 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
         let raw = self.pager.committed_raw(pgno, Some(&self.snap))?;
         if pgno >= 2 {
             self.pager
-                .format
                 .check_raw(pgno, &raw, &self.pager.decode_ctx(self.snap.fcc))?;
         }
         Ok(raw)
@@ -1450,5 +1474,6 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
             PageRole::Tree => f.verify_tree(pgno, &raw, &ctx),
             PageRole::Free => f.check_free(pgno, &raw, &ctx),
         }
+        .map_err(|e| self.pager.named(e))
     }
 }
