@@ -17,33 +17,12 @@ fn twinpage() -> Command {
     Command::new(env!("CARGO_BIN_EXE_twinpage"))
 }
 
-#[test]
-fn mobibench_writes_json_with_documented_fields() {
-    let dir = scratch();
-    let json: PathBuf = dir.path().join("out.json");
+/// Run `twinpage ARGS --dir D/db --json D/NAME`, require success, and
+/// return the JSON it wrote and its standard output.
+fn bench_json(dir: &tempfile::TempDir, name: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let json = dir.path().join(name);
     let out = twinpage()
-        .args([
-            "bench",
-            "mobibench",
-            "--no-isolate",
-            "--txns",
-            "20",
-            "--prefill",
-            "100",
-        ])
-        .args(["--op", "update", "--ops-per-txn", "2", "--dist", "zipf"])
-        .args([
-            "--engine",
-            "twinpage:persist",
-            "--engine",
-            "sqlite:wal,synchronous=normal",
-        ])
-        .args([
-            "--engine",
-            "floor",
-            "--baseline",
-            "sqlite:wal,synchronous=normal",
-        ])
+        .args(args)
         .arg("--dir")
         .arg(dir.path().join("db"))
         .arg("--json")
@@ -55,10 +34,23 @@ fn mobibench_writes_json_with_documented_fields() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    (
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn mobibench_writes_json_with_documented_fields() {
+    let dir = scratch();
+    #[rustfmt::skip]
+    let (v, stdout) = bench_json(&dir, "out.json", &[
+        "bench", "mobibench", "--no-isolate", "--txns", "20", "--prefill", "100",
+        "--op", "update", "--ops-per-txn", "2", "--dist", "zipf",
+        "--engine", "twinpage:persist", "--engine", "sqlite:wal,synchronous=normal",
+        "--engine", "floor", "--baseline", "sqlite:wal,synchronous=normal",
+    ]);
     assert!(stdout.contains("journal_mode=wal"), "{stdout}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
     assert_eq!(runs[1]["engine"], "sqlite:wal,synchronous=normal");
@@ -86,26 +78,47 @@ fn mobibench_writes_json_with_documented_fields() {
     assert_eq!(runs[1]["txn_per_sec_ratio"], 1.0);
 }
 
+/// The Rust peers run the same workload (each checks the rows it ends
+/// with, as every engine does); redb's I/O is counted by the same VFS.
+#[test]
+fn redb_and_lmdb_run_the_workload() {
+    let dir = scratch();
+    #[rustfmt::skip]
+    let (v, _) = bench_json(&dir, "peers.json", &[
+        "bench", "mobibench", "--no-isolate", "--txns", "30", "--prefill", "200",
+        "--op", "mix", "--ops-per-txn", "3", "--tables", "2",
+        "--engine", "redb", "--engine", "redb,durability=none",
+        "--engine", "lmdb", "--engine", "lmdb,sync=off", "--baseline", "redb",
+    ]);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    // Durable redb syncs every write transaction; its writes were counted.
+    assert!(
+        runs[0]["fdatasync_per_txn"].as_f64().unwrap() > 0.0,
+        "{}",
+        runs[0]
+    );
+    assert!(
+        runs[0]["writes_per_txn"].as_f64().unwrap() > 0.0,
+        "{}",
+        runs[0]
+    );
+    assert_eq!(
+        runs[1]["fdatasync_per_txn"].as_f64().unwrap(),
+        0.0,
+        "{}",
+        runs[1]
+    );
+}
+
 #[test]
 fn recovery_rolls_back_or_commits() {
     let dir = scratch();
-    let json = dir.path().join("rec.json");
-    let out = twinpage()
-        .args(["bench", "recovery", "--no-isolate", "--cache", "warm"])
-        .args(["--warm", "100", "--records", "2", "--reps", "1"])
-        .arg("--dir")
-        .arg(dir.path().join("db"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    #[rustfmt::skip]
+    let (v, _) = bench_json(&dir, "rec.json", &[
+        "bench", "recovery", "--no-isolate", "--cache", "warm",
+        "--warm", "100", "--records", "2", "--reps", "1",
+    ]);
     let runs = v["runs"].as_array().unwrap();
     assert!(runs.len() >= 9, "{runs:?}");
     for r in runs {

@@ -873,6 +873,15 @@ mod tests {
             _ => panic!("wrong kind"),
         }
         assert!("floor".parse::<EngineSpec>().is_ok());
+        assert!(matches!(
+            "redb,durability=none".parse::<EngineSpec>().map(|s| s.kind),
+            Ok(engines::EngineKind::Redb { durable: false })
+        ));
+        assert!(matches!(
+            "lmdb".parse::<EngineSpec>().map(|s| s.kind),
+            Ok(engines::EngineKind::Lmdb { sync: true })
+        ));
+        assert!("redb,durability=eventual".parse::<EngineSpec>().is_err());
         assert!("sqlite:memory".parse::<EngineSpec>().is_err());
         assert!("twinpage:nope".parse::<EngineSpec>().is_err());
         assert!("sqlite:wal,bogus=1".parse::<EngineSpec>().is_err());

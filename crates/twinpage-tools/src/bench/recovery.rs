@@ -125,6 +125,9 @@ pub fn child(a: &ChildArgs) -> Result<(), BenchError> {
         EngineKind::Twinpage(o) => engines::twinpage_crash_child(&a.db, o.clone(), ops),
         EngineKind::Sqlite(s) => engines::sqlite_crash_child(&a.db, s, ops),
         EngineKind::Floor { .. } => Err(BenchError::Msg("floor has no recovery".into())),
+        EngineKind::Redb { .. } | EngineKind::Lmdb { .. } => Err(BenchError::Msg(
+            "the recovery benchmark runs twinpage and SQLite only".into(),
+        )),
     }
 }
 
@@ -286,6 +289,11 @@ fn one(
         EngineKind::Twinpage(o) => engines::twinpage_open_recovered(&db, o.clone(), probe)?,
         EngineKind::Sqlite(s) => engines::sqlite_open_recovered(&db, s, probe)?,
         EngineKind::Floor { .. } => return Err(BenchError::Msg("floor has no recovery".into())),
+        EngineKind::Redb { .. } | EngineKind::Lmdb { .. } => {
+            return Err(BenchError::Msg(
+                "the recovery benchmark runs twinpage and SQLite only".into(),
+            ))
+        }
     };
     let _ = std::fs::remove_dir_all(&dir);
     Ok((mid, leftover, t, rows, io, detail))

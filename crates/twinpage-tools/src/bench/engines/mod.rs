@@ -2,10 +2,13 @@
 //! (with a counting VFS), and the physical floor.
 //!
 //! An engine is named on the command line as
-//! `twinpage:MODE[,option=value...]`, `sqlite:JOURNAL_MODE[,pragma=value...]`
-//! or `floor[,page_size=N]`; see [`EngineSpec`].
+//! `twinpage:MODE[,option=value...]`, `sqlite:JOURNAL_MODE[,pragma=value...]`,
+//! `redb[,durability=immediate|none]`, `lmdb[,sync=on|off]` or
+//! `floor[,page_size=N]`; see [`EngineSpec`].
 
 mod floor;
+mod lmdb;
+mod redb;
 mod sqlite;
 mod twinpage;
 pub mod vfs;
@@ -26,6 +29,18 @@ pub enum EngineKind {
     Twinpage(Options),
     /// SQLite.
     Sqlite(SqliteSpec),
+    /// redb; `durable`: one fsync per commit (its default), else
+    /// `Durability::None`.
+    Redb {
+        /// Immediate durability.
+        durable: bool,
+    },
+    /// LMDB through heed; `sync`: fdatasync per commit (its default),
+    /// else `MDB_NOSYNC`.
+    Lmdb {
+        /// Sync at commit.
+        sync: bool,
+    },
     /// One in-place page write plus fdatasync per transaction.
     Floor {
         /// Bytes per write.
@@ -82,6 +97,28 @@ impl FromStr for EngineSpec {
                 let spec = SqliteSpec::new(mode, &pairs(&mut parts)?).map_err(bad)?;
                 EngineKind::Sqlite(spec)
             }
+            "redb" => {
+                let mut durable = true;
+                for (k, v) in pairs(&mut parts)? {
+                    match (k.as_str(), v.as_str()) {
+                        ("durability", "immediate") => durable = true,
+                        ("durability", "none") => durable = false,
+                        _ => return Err(bad(format!("unknown redb option {k}={v}"))),
+                    }
+                }
+                EngineKind::Redb { durable }
+            }
+            "lmdb" => {
+                let mut sync = true;
+                for (k, v) in pairs(&mut parts)? {
+                    match (k.as_str(), v.as_str()) {
+                        ("sync", "on") => sync = true,
+                        ("sync", "off") => sync = false,
+                        _ => return Err(bad(format!("unknown lmdb option {k}={v}"))),
+                    }
+                }
+                EngineKind::Lmdb { sync }
+            }
             "floor" => {
                 let mut page_size = 4096;
                 for (k, v) in pairs(&mut parts)? {
@@ -100,7 +137,7 @@ impl FromStr for EngineSpec {
             }
             _ => {
                 return Err(bad(
-                    "engine must start with twinpage:, sqlite: or floor".into()
+                    "engine must start with twinpage:, sqlite:, redb, lmdb or floor".into(),
                 ))
             }
         };
@@ -159,6 +196,15 @@ pub trait Engine: Sync {
     fn close(self: Box<Self>) -> Result<(), BenchError>;
 }
 
+/// The workload expected a row that `engine` did not have (or had one it
+/// should not): the run is invalid.
+pub(super) fn mismatch(engine: &str, op: &super::workload::Op) -> TxnError {
+    TxnError::Fatal(BenchError::Msg(format!(
+        "{engine}: {:?} of key {} in table {} did not find the row the workload expects",
+        op.action, op.key, op.table
+    )))
+}
+
 /// Runs transactions on one thread.
 pub trait Worker {
     /// Execute one transaction; on [`TxnError::Busy`] it has been rolled
@@ -171,6 +217,8 @@ pub fn open(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn Engine>, BenchError
     Ok(match &spec.kind {
         EngineKind::Twinpage(opts) => Box::new(twinpage::TwinpageEngine::open(dir, opts.clone())?),
         EngineKind::Sqlite(s) => Box::new(sqlite::SqliteEngine::open(dir, s.clone())?),
+        EngineKind::Redb { durable } => Box::new(redb::RedbEngine::open(dir, *durable)?),
+        EngineKind::Lmdb { sync } => Box::new(lmdb::LmdbEngine::open(dir, *sync)?),
         EngineKind::Floor { page_size } => Box::new(floor::FloorEngine::open(dir, *page_size)?),
     })
 }
