@@ -52,6 +52,19 @@ struct Walker<'a, P: PageRead + ?Sized> {
     problems: Option<Vec<Error>>,
 }
 
+/// Say what the damaged page is (the check lists every problem; each
+/// should tell what the page was for).
+fn as_role(e: Error, role: &str) -> Error {
+    match e {
+        Error::Corruption { file, page, what } if !what.starts_with(role) => Error::Corruption {
+            file,
+            page,
+            what: format!("{role}: {what}"),
+        },
+        e => e,
+    }
+}
+
 fn bad(pgno: Pgno, what: impl Into<String>) -> Error {
     Error::corrupt("database", pgno, what)
 }
@@ -95,11 +108,14 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
         }
         self.claim(pgno, "tree")?;
         self.report.tree_pages += 1;
-        let node = self.p.node(pgno)?;
+        let node = self.p.node(pgno).map_err(|e| as_role(e, "tree page"))?;
         if self.problems.is_some() {
             // The check also tests the bytes the decoded version does not
             // use (an in-page format's other version, free space).
-            let verified = self.p.verify_page(pgno, PageRole::Tree);
+            let verified = self
+                .p
+                .verify_page(pgno, PageRole::Tree)
+                .map_err(|e| as_role(e, "tree page"));
             self.note(verified)?;
         }
         let in_bounds = |k: &[u8]| lo.is_none_or(|l| k >= l) && hi.is_none_or(|h| k < h);
@@ -116,7 +132,9 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                         ));
                     }
                     if let Value::Overflow { len, head } = &c.value {
-                        let chain = overflow_pages(self.p, *head, *len);
+                        let chain = overflow_pages(self.p, *head, *len).map_err(|e| {
+                            as_role(e, &format!("overflow chain of leaf {pgno} cell {i}"))
+                        });
                         for pg in self.note(chain)?.unwrap_or_default() {
                             let claimed = self.claim(pg, "overflow");
                             if self.note(claimed)?.is_some() {
@@ -300,9 +318,12 @@ fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
             break;
         }
         free += 1;
-        let parsed = w.p.raw(trunk).and_then(|raw| {
-            crate::base::freelist::parse_trunk(&raw, trunk, header.page_count, "database")
-        });
+        let parsed =
+            w.p.raw(trunk)
+                .map_err(|e| as_role(e, "free-list trunk"))
+                .and_then(|raw| {
+                    crate::base::freelist::parse_trunk(&raw, trunk, header.page_count, "database")
+                });
         let Some((next, leaves)) = w.note(parsed)? else {
             break;
         };
