@@ -753,11 +753,9 @@ impl Pager {
     }
 
     fn read_committed(&self, pgno: Pgno, snapshot: u64) -> Result<Arc<[u8]>> {
-        // Built in place: one allocation, no copy from a Vec.
-        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, self.db.page_size).collect();
-        let bytes = Arc::get_mut(&mut buf)
-            .ok_or_else(|| Error::Internal("a fresh page buffer is shared".into()))?;
-        self.journal.read_page(&self.db, pgno, snapshot, bytes)?;
+        let mut buf = zeroed_page(self.db.page_size);
+        self.journal
+            .read_page(&self.db, pgno, snapshot, unique(&mut buf)?)?;
         Ok(buf)
     }
 
@@ -870,18 +868,19 @@ impl Pager {
         match d {
             Dirty::Raw(r) if self.format.raw_reserved() == 0 => Ok(r.clone()),
             Dirty::Raw(r) => {
-                let mut out = r.to_vec();
                 let ctx = EncodeCtx {
                     page_size: self.db.page_size,
                     tid,
                     checksums: self.sums,
                 };
-                self.format.seal_raw(pgno, &mut out, &ctx);
-                Ok(Arc::from(out))
+                // Sealed in place in its one shared buffer (no second copy).
+                let mut out: Arc<[u8]> = Arc::from(&r[..]);
+                self.format.seal_raw(pgno, unique(&mut out)?, &ctx);
+                Ok(out)
             }
             Dirty::Node(n) => {
                 let base = self.base_image(st, pgno)?;
-                let mut out = vec![0u8; self.db.page_size];
+                let mut out = zeroed_page(self.db.page_size);
                 self.format.encode(
                     pgno,
                     n,
@@ -891,9 +890,9 @@ impl Pager {
                         tid,
                         checksums: self.sums,
                     },
-                    &mut out,
+                    unique(&mut out)?,
                 )?;
-                Ok(Arc::from(out))
+                Ok(out)
             }
         }
     }
@@ -970,13 +969,11 @@ impl Pager {
         free.sort_unstable();
         free.dedup();
         let mut pages = Vec::with_capacity(pgnos.len() + 1);
-        let mut p1 = self.committed_raw(1, None)?.to_vec();
-        st.header.write_to(&mut p1);
-        seal_page1(&mut p1);
-        pages.push(PageImage {
-            pgno: 1,
-            data: Arc::from(p1),
-        });
+        let mut p1: Arc<[u8]> = Arc::from(&self.committed_raw(1, None)?[..]);
+        let b = unique(&mut p1)?;
+        st.header.write_to(b);
+        seal_page1(b);
+        pages.push(PageImage { pgno: 1, data: p1 });
         // One shared zero page for the fillers, allocated only if needed.
         let mut zeros: Option<Arc<[u8]>> = None;
         for &p in &pgnos {
@@ -1138,6 +1135,17 @@ thread_local! {
 /// Pager ids: a thread's hot nodes never outlive their meaning, even when
 /// a closed pager's address is reused.
 static NEXT_PAGER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A zeroed page in a shared buffer, built in place: one allocation, no
+/// copy from a `Vec`.
+fn zeroed_page(ps: usize) -> Arc<[u8]> {
+    std::iter::repeat_n(0u8, ps).collect()
+}
+
+/// The bytes of a buffer this code just built (so not yet shared).
+fn unique(buf: &mut Arc<[u8]>) -> Result<&mut [u8]> {
+    Arc::get_mut(buf).ok_or_else(|| Error::Internal("a fresh page buffer is shared".into()))
+}
 
 impl Drop for Pager {
     /// The last handle is gone: close cleanly (a failure leaves the file
