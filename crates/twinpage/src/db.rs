@@ -548,8 +548,9 @@ fn decode_root(name: &str, v: &[u8]) -> Result<Pgno> {
 }
 
 fn table_root<P: PageRead + ?Sized>(p: &P, catalog: Pgno, name: &str) -> Result<Pgno> {
-    match btree::get(p, catalog, name.as_bytes())? {
-        Some(v) => decode_root(name, &v),
+    // Decoded in place: no copy of the catalog value per lookup.
+    match btree::get_with(p, catalog, name.as_bytes(), &mut |v| decode_root(name, v))? {
+        Some(root) => root,
         None => Err(Error::NoSuchTable(name.to_string())),
     }
 }

@@ -79,9 +79,21 @@ pub fn create<P: PageWrite + ?Sized>(p: &mut P) -> Result<Pgno> {
 /// Look a key up. Descends with [`PageRead::visit_node`], so a lookup in
 /// the committed state takes no reference to the nodes it passes.
 pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    enum Step {
+    get_with(p, root, key, &mut |v| v.to_vec())
+}
+
+/// [`get`], handing the value to `f` instead of returning a copy: an inline
+/// value is passed straight from the cached page (no allocation), an
+/// overflow value after reading its chain. `f` must not call back into `p`.
+pub fn get_with<P: PageRead + ?Sized, T>(
+    p: &P,
+    root: Pgno,
+    key: &[u8],
+    f: &mut dyn FnMut(&[u8]) -> T,
+) -> Result<Option<T>> {
+    enum Step<T> {
         Child(Pgno),
-        Inline(Vec<u8>),
+        Done(T),
         Overflow(Value),
         Missing,
     }
@@ -93,11 +105,11 @@ pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option
                 Node::Interior { cells, right } => {
                     Step::Child(child_at(cells, *right, child_index(cells, key)))
                 }
-                // Copied here: cloning the cell would write the shared page
-                // buffer's reference count.
+                // Used in place: cloning the cell would write the shared
+                // page buffer's reference count.
                 Node::Leaf(cells) => match cells.binary_search_by(|c| c.key.as_slice().cmp(key)) {
                     Ok(i) => match &cells[i].value {
-                        Value::Inline(b) => Step::Inline(b.to_vec()),
+                        Value::Inline(b) => Step::Done(f(b.as_slice())),
                         v => Step::Overflow(v.clone()),
                     },
                     Err(_) => Step::Missing,
@@ -106,8 +118,8 @@ pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option
         })?;
         match step {
             Step::Child(c) => pgno = c,
-            Step::Inline(b) => return Ok(Some(b)),
-            Step::Overflow(v) => return Ok(Some(read_value(p, &v)?)),
+            Step::Done(t) => return Ok(Some(t)),
+            Step::Overflow(v) => return Ok(Some(f(&read_value(p, &v)?))),
             Step::Missing => return Ok(None),
         }
     }
