@@ -95,7 +95,7 @@ fn allocations_per_steady_state_operation() {
             update as f64 / N as f64,
             get as f64 / N as f64
         );
-        // Ceilings at today's counts (10-33 per update, 1 per get: the
+        // Ceilings at today's counts (10-31 per update, 1 per get: the
         // returned value's Vec): lower them as the write path
         // stops allocating; never raise them without a reason.
         assert!(

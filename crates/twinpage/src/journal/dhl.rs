@@ -513,9 +513,12 @@ impl Journal for DhlJournal {
             .rev()
             .filter(|p| p.pgno != 1 && free.binary_search(&p.pgno).is_err())
         {
-            let mut data = img.data.to_vec();
-            if self.format.embed_commit(img.pgno, &mut data, rec)? {
-                img.data = Arc::from(data);
+            // In place when the image is not shared (it was just encoded);
+            // `embed_commit` changes nothing on a page it declines.
+            if self
+                .format
+                .embed_commit(img.pgno, Arc::make_mut(&mut img.data), rec)?
+            {
                 st.commit_page = Some((tid, img.pgno));
                 break;
             }

@@ -193,12 +193,12 @@ impl Journal for OffJournal {
         }
         for img in pages.iter_mut().rev().filter(|p| p.pgno != 1) {
             if img.data[0] == LEAF || img.data[0] == INTERIOR {
-                let mut data = img.data.to_vec();
-                write_trailer(img.pgno, &mut data, tid, header.page_count);
+                // In place when the image is not shared (it was just encoded).
+                let data = Arc::make_mut(&mut img.data);
+                write_trailer(img.pgno, data, tid, header.page_count);
                 if header.page_checksums {
-                    slotted::seal_tree(img.pgno, &mut data);
+                    slotted::seal_tree(img.pgno, data);
                 }
-                img.data = Arc::from(data);
                 self.st.lock().commit_page = Some((tid, img.pgno));
                 break;
             }
