@@ -221,7 +221,8 @@ impl Geometry {
     }
 }
 
-fn options(mode: JournalMode, page_size: usize, vfs: Arc<dyn Vfs>) -> Options {
+/// The options the seeds are built and opened with.
+pub fn options(mode: JournalMode, page_size: usize, vfs: Arc<dyn Vfs>) -> Options {
     Options {
         journal_mode: mode,
         page_size,
@@ -531,9 +532,9 @@ pub struct Exercise {
     pub opened: bool,
 }
 
-/// Open the files (recovery runs), check, list tables, scan every table
-/// both ways, read keys, write a transaction and close. Panics propagate.
-pub fn exercise(seed: &Seed, db: Vec<u8>, aux: Option<Vec<u8>>) -> Exercise {
+/// An in-memory file system holding `seed`'s crash image with `db` as the
+/// database file (at [`DB_PATH`]) and `aux` as the mode's auxiliary file.
+pub fn seed_vfs(seed: &Seed, db: Vec<u8>, aux: Option<Vec<u8>>) -> MemVfs {
     let vfs = MemVfs::new();
     let db_path = PathBuf::from(DB_PATH);
     vfs.write_file(&db_path, db);
@@ -543,6 +544,14 @@ pub fn exercise(seed: &Seed, db: Vec<u8>, aux: Option<Vec<u8>>) -> Exercise {
     for (s, b) in &seed.others {
         vfs.write_file(&with_suffix(&db_path, s), b.clone());
     }
+    vfs
+}
+
+/// Open the files (recovery runs), check, list tables, scan every table
+/// both ways, read keys, write a transaction and close. Panics propagate.
+pub fn exercise(seed: &Seed, db: Vec<u8>, aux: Option<Vec<u8>>) -> Exercise {
+    let vfs = seed_vfs(seed, db, aux);
+    let db_path = PathBuf::from(DB_PATH);
     let mut ex = Exercise::default();
     let note = |ex: &mut Exercise, e: Error| {
         if !matches!(

@@ -332,7 +332,7 @@ pub fn campaign(cfg: &CampaignConfig) -> Result<CampaignReport> {
     let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0x5eed_f11b);
     for trial in 0..cfg.trials {
         let mut img = db_img.clone();
-        let (p, what) = loop {
+        let what = loop {
             let p = match cfg.damage {
                 Damage::Stale if stale.is_empty() => {
                     return Err(Error::InvalidArgument(
@@ -364,11 +364,10 @@ pub fn campaign(cfg: &CampaignConfig) -> Result<CampaignReport> {
                 }
             };
             if img != *db_img {
-                break (p, what);
+                break what;
             }
             rep.redrawn += 1;
         };
-        let _ = p;
         let vfs = MemVfs::new();
         vfs.write_file(Path::new(DB_PATH), img);
         for (path, bytes) in &built.files[1..] {

@@ -9,17 +9,16 @@
 //! a clean integrity check: a recovery cut short by an error is resumed,
 //! never half-applied.
 
-use super::damage::{aux_suffix, seed_for, seed_page_sizes, Seed};
+use super::damage::{options, seed_for, seed_page_sizes, seed_vfs, Seed};
+use super::explore::DB_PATH;
 use super::workload::Model;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use twinpage::storage::{with_suffix, MemVfs, Vfs};
-use twinpage::{Db, Error, JournalMode, Options, Result};
+use twinpage::storage::{MemVfs, Vfs};
+use twinpage::{Db, Error, JournalMode, Result};
 use twinpage_sim::fault::{FaultKind, FaultPlan, FaultVfs};
-
-const DB_PATH: &str = "/recover/test.db";
 
 /// What a campaign found.
 #[derive(Debug, Default)]
@@ -59,32 +58,13 @@ impl fmt::Display for RecoveryFaultReport {
 }
 
 fn files(seed: &Seed) -> MemVfs {
-    let vfs = MemVfs::new();
-    let db = PathBuf::from(DB_PATH);
-    vfs.write_file(&db, seed.db.clone());
-    if let (Some(a), Some(s)) = (&seed.aux, aux_suffix(seed.mode)) {
-        vfs.write_file(&with_suffix(&db, s), a.clone());
-    }
-    for (s, b) in &seed.others {
-        vfs.write_file(&with_suffix(&db, s), b.clone());
-    }
-    vfs
-}
-
-fn options(seed: &Seed, vfs: Arc<dyn Vfs>) -> Options {
-    Options {
-        journal_mode: seed.mode,
-        page_size: seed.page_size,
-        cache_size: 16 * seed.page_size,
-        busy_timeout: std::time::Duration::from_millis(10),
-        vfs: Some(vfs),
-        ..Options::default()
-    }
+    seed_vfs(seed, seed.db.clone(), seed.aux.clone())
 }
 
 /// Open (recovery), read every table, check, close. `Err((opened, e))`.
 fn session(seed: &Seed, vfs: Arc<dyn Vfs>) -> std::result::Result<Model, (bool, Error)> {
-    let db = Db::open(Path::new(DB_PATH), options(seed, vfs)).map_err(|e| (false, e))?;
+    let db = Db::open(Path::new(DB_PATH), options(seed.mode, seed.page_size, vfs))
+        .map_err(|e| (false, e))?;
     let run = || -> Result<Model> {
         let m = Model::read(&db)?;
         db.check()?;

@@ -206,8 +206,8 @@ pub trait NodeFormat: Send + Sync {
     }
 
     /// Fill the reserved envelope of a non-tree page that transaction
-    /// `ctx.tid` writes. The pager calls it on every such page just
-    /// before the page goes to the journal.
+    /// `ctx.tid` writes. The pager calls it on every such page when the
+    /// transaction puts it, so every image the journal receives is sealed.
     fn seal_raw(&self, pgno: Pgno, page: &mut [u8], ctx: &EncodeCtx) {
         let _ = (pgno, page, ctx);
     }

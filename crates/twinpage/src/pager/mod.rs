@@ -866,18 +866,8 @@ impl Pager {
 
     fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty, tid: u64) -> Result<Arc<[u8]>> {
         match d {
-            Dirty::Raw(r) if self.format.raw_reserved() == 0 => Ok(r.clone()),
-            Dirty::Raw(r) => {
-                let ctx = EncodeCtx {
-                    page_size: self.db.page_size,
-                    tid,
-                    checksums: self.sums,
-                };
-                // Sealed in place in its one shared buffer (no second copy).
-                let mut out: Arc<[u8]> = Arc::from(&r[..]);
-                self.format.seal_raw(pgno, unique(&mut out)?, &ctx);
-                Ok(out)
-            }
+            // Sealed when it was put (`put_raw`): handed on as it is.
+            Dirty::Raw(r) => Ok(r.clone()),
             Dirty::Node(n) => {
                 let base = self.base_image(st, pgno)?;
                 let mut out = zeroed_page(self.db.page_size);
@@ -1332,6 +1322,15 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
                 self.pager.db.page_size
             )));
         }
+        // Sealed once, here, by the transaction that writes it: every later
+        // spill or commit hands the same image to the journal.
+        let mut data = data;
+        let ctx = EncodeCtx {
+            page_size: self.pager.db.page_size,
+            tid: self.st.txn.tid,
+            checksums: self.pager.sums,
+        };
+        self.pager.format.seal_raw(pgno, &mut data, &ctx);
         self.st.dirty.insert(pgno, Dirty::Raw(Arc::from(data)));
         self.maybe_spill()
     }

@@ -97,28 +97,14 @@ impl FromStr for EngineSpec {
                 let spec = SqliteSpec::new(mode, &pairs(&mut parts)?).map_err(bad)?;
                 EngineKind::Sqlite(spec)
             }
-            "redb" => {
-                let mut durable = true;
-                for (k, v) in pairs(&mut parts)? {
-                    match (k.as_str(), v.as_str()) {
-                        ("durability", "immediate") => durable = true,
-                        ("durability", "none") => durable = false,
-                        _ => return Err(bad(format!("unknown redb option {k}={v}"))),
-                    }
-                }
-                EngineKind::Redb { durable }
-            }
-            "lmdb" => {
-                let mut sync = true;
-                for (k, v) in pairs(&mut parts)? {
-                    match (k.as_str(), v.as_str()) {
-                        ("sync", "on") => sync = true,
-                        ("sync", "off") => sync = false,
-                        _ => return Err(bad(format!("unknown lmdb option {k}={v}"))),
-                    }
-                }
-                EngineKind::Lmdb { sync }
-            }
+            // The peers have one switch each: on (their durable default) or off.
+            "redb" => EngineKind::Redb {
+                durable: switch(&pairs(&mut parts)?, "durability", "immediate", "none")
+                    .map_err(bad)?,
+            },
+            "lmdb" => EngineKind::Lmdb {
+                sync: switch(&pairs(&mut parts)?, "sync", "on", "off").map_err(bad)?,
+            },
             "floor" => {
                 let mut page_size = 4096;
                 for (k, v) in pairs(&mut parts)? {
@@ -146,6 +132,20 @@ impl FromStr for EngineSpec {
             kind,
         })
     }
+}
+
+/// The value of an engine's single on/off option `key` (spelled `on` or
+/// `off`); true when absent. Any other option is an error.
+fn switch(pairs: &[(String, String)], key: &str, on: &str, off: &str) -> Result<bool, String> {
+    let mut value = true;
+    for (k, v) in pairs {
+        value = match (k == key, v.as_str()) {
+            (true, v) if v == on => true,
+            (true, v) if v == off => false,
+            _ => return Err(format!("unknown option {k}={v} (only {key}={on}|{off})")),
+        };
+    }
+    Ok(value)
 }
 
 /// Every implemented twinpage mode and SQLite's five journal modes at
