@@ -165,3 +165,32 @@ fn readers_checks_every_read_and_reports_each_thread_count() {
         assert!(r["reads_per_sec"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
+
+/// `bench cpu` runs all five operations (the scan included) on files and
+/// in memory, on every kind of engine, and prints the CPU table.
+#[test]
+fn cpu_runs_every_operation_on_files_and_in_memory() {
+    let dir = scratch();
+    #[rustfmt::skip]
+    let (v, stdout) = bench_json(&dir, "cpu.json", &[
+        "bench", "cpu", "--no-isolate", "--rows", "300", "--ops", "20", "--repeat", "1",
+        "--engine", "twinpage:dhl-cc,synchronous=off",
+        "--engine", "twinpage:wal,synchronous=off,vfs=memory",
+        "--engine", "sqlite:wal,synchronous=off",
+        "--engine", "sqlite:memory,synchronous=off,vfs=memdb",
+        "--engine", "redb,durability=none", "--engine", "lmdb,sync=off",
+        "--baseline", "sqlite:wal,synchronous=off",
+    ]);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 5 * 6);
+    for op in ["insert", "update", "delete", "select", "scan"] {
+        assert_eq!(
+            runs.iter().filter(|r| r["workload"] == op).count(),
+            6,
+            "{op}"
+        );
+    }
+    assert!(stdout.contains("user CPU µs per operation"), "{stdout}");
+    assert!(stdout.contains("vfs=memory"), "{stdout}");
+    assert!(stdout.contains("memdb (in memory"), "{stdout}");
+}

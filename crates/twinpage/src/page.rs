@@ -67,6 +67,16 @@ pub trait PageWrite: PageRead {
     /// Whether `node` fits on page `pgno` (formats that keep the previous
     /// version in the page need that page's committed image to tell).
     fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool>;
+    /// Put `node` at `pgno` if it fits there ([`PageWrite::fits`]), or
+    /// hand it back. A pager may do the placement work once here instead
+    /// of once for the test and again when it encodes the page.
+    fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
+        if !self.fits(pgno, &node)? {
+            return Ok(Some(node));
+        }
+        self.put_node(pgno, node)?;
+        Ok(None)
+    }
     /// Whether `node` fits on a page this transaction allocates.
     fn fits_fresh(&self, node: &Node) -> bool {
         let ctx = EncodeCtx {

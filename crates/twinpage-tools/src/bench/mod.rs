@@ -6,6 +6,8 @@
 //!   row per auto-commit transaction, every twinpage mode, SQLite's five
 //!   journal modes at synchronous=full, and the floor.
 //! * `twinpage bench mobibench` — one Mobibench workload, every knob.
+//! * `twinpage bench cpu` — CPU per insert, update, delete, select and
+//!   100-row scan with the disk out of the picture, beside SQLite.
 //! * `twinpage bench readers` — point reads from 1, 2, 4 threads, warm and cold cache.
 //! * `twinpage bench recovery` — time to open and query after a crash in
 //!   the middle of a commit.
@@ -15,6 +17,7 @@
 //! image), [`report`] (table, JSON, chart), [`recovery`].
 
 pub mod blockdev;
+pub mod cpu;
 pub mod engines;
 pub mod readers;
 pub mod recovery;
@@ -99,6 +102,12 @@ pub enum BenchCmd {
     Recovery(recovery::RecoveryArgs),
     /// Point reads from several threads at once (warm and cold cache).
     Readers(readers::ReadersArgs),
+    /// CPU per operation with the disk out of the picture (synchronous=off
+    /// or in memory), twinpage's API beside SQLite's prepared statements.
+    Cpu(cpu::CpuArgs),
+    /// Internal: one engine and operation, for instruction counters.
+    #[command(hide = true)]
+    CpuChild(cpu::CpuChildArgs),
     /// Internal: the process the recovery benchmark kills.
     #[command(hide = true)]
     CrashChild(recovery::ChildArgs),
@@ -233,6 +242,8 @@ pub fn run(a: Args) -> twinpage::Result<i32> {
         Some(BenchCmd::Mobibench(m)) => run_mobibench(&m),
         Some(BenchCmd::Recovery(r)) => recovery::run(&r),
         Some(BenchCmd::Readers(r)) => readers::run(&r),
+        Some(BenchCmd::Cpu(c)) => cpu::run(&c),
+        Some(BenchCmd::CpuChild(c)) => cpu::child(&c),
         Some(BenchCmd::CrashChild(c)) => recovery::child(&c),
     };
     match r {

@@ -19,6 +19,9 @@ pub const THREAD_KEY_STRIDE: i64 = 1 << 40;
 /// Length of the `creation_date` column ("YYYY-MM-DD HH:MM:SS").
 pub const DATE_LEN: usize = 19;
 
+/// Rows a range scan reads ([`Action::Scan`]).
+pub const SCAN_ROWS: usize = 100;
+
 /// The operation a workload runs (`--op`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -32,6 +35,9 @@ pub enum Operation {
     Delete,
     /// Point reads of existing rows.
     Select,
+    /// Range scans: [`SCAN_ROWS`] rows in key order from an existing key
+    /// (fewer near the end of the table).
+    Scan,
     /// Reads and writes: each operation is a write with probability
     /// `write_ratio`; writes are insert, update or delete with equal odds.
     Mix,
@@ -44,6 +50,7 @@ impl fmt::Display for Operation {
             Operation::Update => "update",
             Operation::Delete => "delete",
             Operation::Select => "select",
+            Operation::Scan => "scan",
             Operation::Mix => "mix",
         })
     }
@@ -116,12 +123,14 @@ pub enum Action {
     Delete,
     /// Read an existing row.
     Select,
+    /// Read up to [`SCAN_ROWS`] rows in key order, from an existing row on.
+    Scan,
 }
 
 impl Action {
     /// True for insert, update and delete.
     pub fn is_write(self) -> bool {
-        !matches!(self, Action::Select)
+        !matches!(self, Action::Select | Action::Scan)
     }
 }
 
@@ -398,6 +407,7 @@ fn action_name(a: Action) -> &'static str {
         Action::Update => "updates",
         Action::Delete => "deletes",
         Action::Select => "selects",
+        Action::Scan => "scans",
     }
 }
 
@@ -420,6 +430,7 @@ fn pick_action(spec: &WorkloadSpec, rng: &mut StdRng, empty: bool) -> Action {
         Operation::Update => Action::Update,
         Operation::Delete => Action::Delete,
         Operation::Select => Action::Select,
+        Operation::Scan => Action::Scan,
         Operation::Mix => {
             if rng.random_bool(spec.write_ratio) {
                 match rng.random_range(0..3) {
@@ -504,6 +515,7 @@ mod tests {
             Operation::Update,
             Operation::Delete,
             Operation::Select,
+            Operation::Scan,
             Operation::Mix,
         ] {
             let s = WorkloadSpec {
@@ -536,7 +548,7 @@ mod tests {
                                 assert!(m.insert(o.key, o.payload.clone()).is_some())
                             }
                             Action::Delete => assert!(m.remove(&o.key).is_some()),
-                            Action::Select => assert!(m.contains_key(&o.key)),
+                            Action::Select | Action::Scan => assert!(m.contains_key(&o.key)),
                         }
                     }
                 }

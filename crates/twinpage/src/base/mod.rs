@@ -8,6 +8,7 @@ pub mod error;
 pub mod freelist;
 pub mod header;
 pub mod pagesum;
+pub mod pgmap;
 
 pub use config::{Durability, Synchronous};
 pub use error::{Error, Pgno, Result, Tid};

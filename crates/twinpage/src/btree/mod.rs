@@ -319,10 +319,9 @@ fn store<P: PageWrite + ?Sized>(
     appended: bool,
     pinned: bool,
 ) -> Result<Placed> {
-    if p.fits(pgno, &node)? {
-        p.put_node(pgno, node)?;
+    let Some(node) = p.put_node_if_fits(pgno, node)? else {
         return Ok(Placed::at(pgno));
-    }
+    };
     let f = p.format();
     let half = f.capacity(p.page_size()) / 2;
     if p.fits_fresh(&node) && (node.len() < 3 || (!pinned && used_bytes(p, &node) <= half)) {
@@ -376,11 +375,9 @@ fn store<P: PageWrite + ?Sized>(
     };
     let right = p.allocate()?;
     p.put_node(right, right_node)?;
-    let first = if p.fits(pgno, &left)? {
-        p.put_node(pgno, left)?;
-        pgno
-    } else {
-        relocate(p, pgno, left, pinned)?
+    let first = match p.put_node_if_fits(pgno, left)? {
+        None => pgno,
+        Some(left) => relocate(p, pgno, left, pinned)?,
     };
     Ok(Placed {
         first,
@@ -596,17 +593,23 @@ fn modify<P: PageWrite + ?Sized>(
             let idx = child_index(cells, key);
             let child = child_at(cells, *right, idx);
             let (existed, placed) = modify(p, child, key, op, cfg, depth + 1)?;
-            let (mut cells, mut right) = (cells.clone(), *right);
-            let appended = idx == cells.len();
             let split = placed.split.is_some();
             let moved = split || placed.first != child;
+            let may_rebalance = !split
+                && matches!(op, Op::Delete)
+                && existed
+                && underflows(p, cells, *right, idx, cfg)?.is_some();
+            if !moved && !may_rebalance {
+                // The child changed in place: this node stays as it is
+                // (no copy of its cells on the common path).
+                return Ok((existed, Placed::at(pgno)));
+            }
+            let (mut cells, mut right) = (cells.clone(), *right);
+            let appended = idx == cells.len();
             if moved {
                 absorb(&mut cells, &mut right, idx, placed);
             }
-            let rebalanced = !split
-                && matches!(op, Op::Delete)
-                && existed
-                && rebalance(p, &mut cells, &mut right, idx, cfg)?;
+            let rebalanced = may_rebalance && rebalance(p, &mut cells, &mut right, idx, cfg)?;
             if !moved && !rebalanced {
                 return Ok((existed, Placed::at(pgno)));
             }
@@ -622,6 +625,25 @@ fn modify<P: PageWrite + ?Sized>(
     }
 }
 
+/// Whether child `idx` underflows after a delete so that [`rebalance`]
+/// has work: `Some(true)` if it is an empty leaf (always merged).
+fn underflows<P: PageWrite + ?Sized>(
+    p: &P,
+    cells: &[InteriorCell],
+    right: Pgno,
+    idx: usize,
+    cfg: &TreeConfig,
+) -> Result<Option<bool>> {
+    if cells.is_empty() {
+        return Ok(None);
+    }
+    let cnode = p.node(child_at(cells, right, idx))?;
+    let cap = p.format().capacity(p.page_size());
+    let empty_leaf = matches!(&*cnode, Node::Leaf(c) if c.is_empty());
+    let underflow = used_bytes(p, &cnode) < cap / 4 || cnode.is_empty();
+    Ok((empty_leaf || (underflow && (cfg.merge || cfg.redistribute))).then_some(empty_leaf))
+}
+
 /// After a delete below child `idx`, merge or redistribute it with a
 /// sibling if it underflows. Returns true if the parent changed.
 fn rebalance<P: PageWrite + ?Sized>(
@@ -631,14 +653,9 @@ fn rebalance<P: PageWrite + ?Sized>(
     idx: usize,
     cfg: &TreeConfig,
 ) -> Result<bool> {
-    let child = child_at(cells, *right, idx);
-    let cnode = p.node(child)?;
-    let cap = p.format().capacity(p.page_size());
-    let empty_leaf = matches!(&*cnode, Node::Leaf(c) if c.is_empty());
-    let underflow = used_bytes(p, &cnode) < cap / 4 || cnode.is_empty();
-    if cells.is_empty() || !(empty_leaf || (underflow && (cfg.merge || cfg.redistribute))) {
+    let Some(empty_leaf) = underflows(p, cells, *right, idx, cfg)? else {
         return Ok(false);
-    }
+    };
     // Pair (j, j + 1) with separator cells[j].key.
     let j = if idx > 0 { idx - 1 } else { 0 };
     let a = child_at(cells, *right, j);

@@ -185,14 +185,14 @@ fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
     Error::corrupt("database", pgno, what)
 }
 
-/// Parse the cells of version `h` and compute its checksum. Every offset
-/// and length is checked against the page.
-fn parse_version<'a>(
+/// Parse the cells of version `h`: every offset and length is checked
+/// against the page, and the keys must ascend.
+fn extents<'a>(
     pgno: Pgno,
     page: &'a [u8],
     h: &SlotHeader,
     max_key: usize,
-) -> Result<(Vec<Extent<'a>>, u32)> {
+) -> Result<Vec<Extent<'a>>> {
     let ps = page.len();
     if h.kind != LEAF && h.kind != INTERIOR {
         return Err(corrupt(
@@ -210,9 +210,6 @@ fn parse_version<'a>(
         return Err(corrupt(pgno, "interior version without a right child"));
     }
     let min = ROWS_AT + ROW_LEN * h.n;
-    let hb = h.slot * SLOT_LEN;
-    let mut crc = crc32c::crc32c_append(0, &pgno.to_be_bytes());
-    crc = crc32c::crc32c_append(crc, &page[hb..hb + 28]);
     let mut cells: Vec<Extent<'a>> = Vec::with_capacity(h.n);
     for i in 0..h.n {
         let off = be16(page, row_at(i, h.slot));
@@ -237,11 +234,59 @@ fn parse_version<'a>(
                 format!("slot header {}: cell {i} keys out of order", h.slot),
             ));
         }
-        let len = r.pos - off;
-        crc = crc32c::crc32c_append(crc, &(off as u16).to_be_bytes());
-        crc = crc32c::crc32c_append(crc, &page[off..off + len]);
-        cells.push((off, len, key));
+        cells.push((off, r.pos - off, key));
     }
+    Ok(cells)
+}
+
+/// Checksum of the version in slot header `slot` whose cells lie at
+/// `cells` (offset, length; already checked against the page):
+/// crc32c(pgno, header bytes +0..+28, then each cell's u16 offset and
+/// bytes).
+fn version_crc(
+    pgno: Pgno,
+    page: &[u8],
+    slot: usize,
+    cells: impl Iterator<Item = (usize, usize)>,
+) -> u32 {
+    // The message is gathered into a stack buffer and summed a chunk at a
+    // time: one crc32c call per two small pieces costs more than the bytes.
+    const CHUNK: usize = 2048;
+    let mut buf = [0u8; CHUNK];
+    let mut fill = 0;
+    let mut crc = 0;
+    let mut put = |bytes: &[u8], crc: &mut u32| {
+        let mut bytes = bytes;
+        while !bytes.is_empty() {
+            if fill == CHUNK {
+                *crc = crc32c::crc32c_append(*crc, &buf);
+                fill = 0;
+            }
+            let n = bytes.len().min(CHUNK - fill);
+            buf[fill..fill + n].copy_from_slice(&bytes[..n]);
+            fill += n;
+            bytes = &bytes[n..];
+        }
+    };
+    let hb = slot * SLOT_LEN;
+    put(&pgno.to_be_bytes(), &mut crc);
+    put(&page[hb..hb + 28], &mut crc);
+    for (off, len) in cells {
+        put(&(off as u16).to_be_bytes(), &mut crc);
+        put(&page[off..off + len], &mut crc);
+    }
+    crc32c::crc32c_append(crc, &buf[..fill])
+}
+
+/// Parse the cells of version `h` and compute its checksum.
+fn parse_version<'a>(
+    pgno: Pgno,
+    page: &'a [u8],
+    h: &SlotHeader,
+    max_key: usize,
+) -> Result<(Vec<Extent<'a>>, u32)> {
+    let cells = extents(pgno, page, h, max_key)?;
+    let crc = version_crc(pgno, page, h.slot, cells.iter().map(|c| (c.0, c.1)));
     Ok((cells, crc))
 }
 
@@ -274,6 +319,8 @@ struct Layout {
     fresh: bool,
     /// Offset of every cell of the new version.
     offsets: Vec<usize>,
+    /// Encoded length of every cell.
+    lens: Vec<usize>,
     /// Cells that need new bytes (the rest are shared with the committed
     /// version and stay where they are).
     new: Vec<usize>,
@@ -324,6 +371,7 @@ impl DhlFormat {
         // out. Verifying both headers turns damage to the visible header's
         // TID or magic into an error instead of a silent fallback to the
         // older version.
+        let mut checked: [Option<Vec<Extent<'_>>>; 2] = [None, None];
         for s in 0..2 {
             match page[s * SLOT_LEN] {
                 0 => {}
@@ -342,7 +390,7 @@ impl DhlFormat {
                             ),
                         ));
                     }
-                    verified(pgno, page, &h, max_key)?;
+                    checked[s] = Some(verified(pgno, page, &h, max_key)?);
                 }
                 b => {
                     return Err(corrupt(
@@ -366,7 +414,10 @@ impl DhlFormat {
                 ),
             ));
         };
-        let cells = parse_version(pgno, page, &h, max_key)?.0;
+        let cells = match checked[h.slot].take() {
+            Some(c) => c,
+            None => extents(pgno, page, &h, max_key)?,
+        };
         if h.kind == LEAF {
             let mut out: Vec<LeafCell> = Vec::with_capacity(cells.len());
             for (i, (off, _, _)) in cells.iter().enumerate() {
@@ -444,6 +495,7 @@ impl DhlFormat {
                 slot: 0,
                 fresh: true,
                 offsets,
+                lens,
                 new: (0..n).collect(),
             }));
         };
@@ -460,7 +512,7 @@ impl DhlFormat {
         let max_key = self.max_key_len(ps);
         let vcells = match pgno {
             Some(p) => verified(p, base, &vh, max_key)?,
-            None => parse_version(0, base, &vh, max_key)?.0,
+            None => extents(0, base, &vh, max_key)?,
         };
         let rows_end = ROWS_AT + ROW_LEN * vh.n.max(n);
         if rows_end > ps || vcells.iter().any(|c| c.0 < rows_end) {
@@ -472,12 +524,17 @@ impl DhlFormat {
         let mut offsets = vec![0usize; n];
         let mut new = Vec::new();
         let mut scratch = Vec::new();
+        // Both versions are sorted by key: one merge walk finds the pairs.
+        let mut j = 0;
         for i in 0..n {
             let key = cell_key(node, i);
+            while j < vcells.len() && vcells[j].2 < key {
+                j += 1;
+            }
             let shared = vcells
-                .binary_search_by(|c| c.2.cmp(key))
-                .ok()
-                .map(|j| vcells[j])
+                .get(j)
+                .filter(|c| c.2 == key)
+                .copied()
                 .filter(|&(off, len, _)| {
                     if len != lens[i] {
                         return false;
@@ -522,6 +579,7 @@ impl DhlFormat {
             slot: 1 - vh.slot,
             fresh: false,
             offsets,
+            lens,
             new,
         }))
     }
@@ -766,6 +824,22 @@ impl NodeFormat for DhlFormat {
         ctx: &EncodeCtx,
         out: &mut [u8],
     ) -> Result<()> {
+        if !self.encode_if_fits(pgno, node, base, ctx, out)? {
+            return Err(Error::InvalidArgument(format!(
+                "node for page {pgno} does not fit over its committed version"
+            )));
+        }
+        Ok(())
+    }
+
+    fn encode_if_fits(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<bool> {
         let ps = ctx.page_size;
         if out.len() != ps {
             return Err(Error::InvalidArgument(format!(
@@ -774,9 +848,7 @@ impl NodeFormat for DhlFormat {
             )));
         }
         let Some(lay) = self.layout(Some(pgno), node, base, ps, ctx.tid)? else {
-            return Err(Error::InvalidArgument(format!(
-                "node for page {pgno} does not fit over its committed version"
-            )));
+            return Ok(false);
         };
         match (lay.fresh, base) {
             (false, Some(b)) => out.copy_from_slice(b),
@@ -802,11 +874,20 @@ impl NodeFormat for DhlFormat {
             crc: 0,
         };
         write_slot(out, &h);
-        let (_, crc) = parse_version(pgno, out, &h, self.max_key_len(ps))?;
-        h.crc = crc;
+        // The layout placed every cell inside the page: its checksum needs
+        // no second parse.
+        h.crc = version_crc(
+            pgno,
+            out,
+            lay.slot,
+            lay.offsets
+                .iter()
+                .enumerate()
+                .map(|(i, &off)| (off, lay.lens[i])),
+        );
         write_slot(out, &h);
         pagesum::seal(pgno, out, PAGE_SUM_AT);
-        Ok(())
+        Ok(true)
     }
 
     fn max_key_len(&self, page_size: usize) -> usize {
@@ -913,6 +994,21 @@ mod tests {
     use crate::node::Value;
 
     const PS: usize = 512;
+
+    #[test]
+    fn version_checksum_is_the_documented_message() {
+        // crc32c(pgno, header +0..+28, then each u16 offset and cell),
+        // summed piece by piece, across chunk boundaries of the gatherer.
+        let page: Vec<u8> = (0..8192u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        let cells: Vec<(usize, usize)> = (0..40).map(|i| (100 + i * 190, 1 + i * 4)).collect();
+        let mut want = crc32c::crc32c_append(0, &9u32.to_be_bytes());
+        want = crc32c::crc32c_append(want, &page[SLOT_LEN..SLOT_LEN + 28]);
+        for &(off, len) in &cells {
+            want = crc32c::crc32c_append(want, &(off as u16).to_be_bytes());
+            want = crc32c::crc32c_append(want, &page[off..off + len]);
+        }
+        assert_eq!(version_crc(9, &page, 1, cells.iter().copied()), want);
+    }
 
     fn ectx(tid: u64) -> EncodeCtx {
         EncodeCtx {

@@ -176,6 +176,25 @@ pub trait NodeFormat: Send + Sync {
         out: &mut [u8],
     ) -> Result<()>;
 
+    /// [`NodeFormat::fits`] and [`NodeFormat::encode`] in one step:
+    /// `Ok(false)` (with `out` unspecified) if the node does not fit. A
+    /// format whose placement over `base` is costly to work out overrides
+    /// it to do that work once.
+    fn encode_if_fits(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<bool> {
+        if !self.fits(node, base, ctx) {
+            return Ok(false);
+        }
+        self.encode(pgno, node, base, ctx, out)?;
+        Ok(true)
+    }
+
     /// Largest key the format accepts for this page size.
     fn max_key_len(&self, page_size: usize) -> usize;
 

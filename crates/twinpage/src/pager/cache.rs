@@ -2,10 +2,10 @@
 //! view) with CLOCK eviction. Uncommitted pages never enter it; they live
 //! in the writer's private dirty set until commit.
 
+use crate::base::pgmap::PgnoMap;
 use crate::base::{Pgno, Tid};
 use crate::node::Node;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ struct Slot {
 pub struct PageCache {
     capacity: usize,
     slots: Vec<Slot>,
-    index: HashMap<Pgno, usize>,
+    index: PgnoMap<usize>,
     hand: usize,
     /// Lookups that missed. (Hits are not counted: a shared counter would
     /// be written by every reader of every hot page.)
@@ -43,7 +43,7 @@ impl PageCache {
         PageCache {
             capacity: capacity.max(8),
             slots: Vec::new(),
-            index: HashMap::new(),
+            index: PgnoMap::default(),
             hand: 0,
             misses: AtomicU64::new(0),
         }
@@ -166,7 +166,7 @@ pub struct Shard {
     /// Cached committed pages.
     pub cache: PageCache,
     /// Last committing TID per page.
-    pub page_tid: HashMap<Pgno, Tid>,
+    pub page_tid: PgnoMap<Tid>,
 }
 
 /// The shared cache split by page number, so readers of different pages
@@ -187,7 +187,7 @@ impl ShardedCache {
                 .map(|_| {
                     RwLock::new(Shard {
                         cache: PageCache::new(per),
-                        page_tid: HashMap::new(),
+                        page_tid: PgnoMap::default(),
                     })
                 })
                 .collect(),

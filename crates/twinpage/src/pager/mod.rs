@@ -44,6 +44,7 @@ mod freelist;
 pub use cache::{CachedPage, PageCache, ShardedCache};
 
 use crate::base::header::{seal_page1, verify_page1};
+use crate::base::pgmap::{PgnoMap, PgnoSet};
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, Pgno, Result, Tid};
 use crate::cc::{self, LockManager, Txn};
@@ -56,7 +57,6 @@ use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::collections::{HashMap, HashSet};
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -838,10 +838,10 @@ impl Pager {
             txn: self.locks.begin_txn(header.fcc),
             orig_header: header,
             header,
-            dirty: HashMap::new(),
-            spilled: HashSet::new(),
+            dirty: PgnoMap::default(),
+            spilled: PgnoSet::default(),
             freed: Vec::new(),
-            allocated: HashSet::new(),
+            allocated: PgnoSet::default(),
             free,
             exclusive: false,
         })
@@ -867,7 +867,7 @@ impl Pager {
     fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty, tid: u64) -> Result<Arc<[u8]>> {
         match d {
             // Sealed when it was put (`put_raw`): handed on as it is.
-            Dirty::Raw(r) => Ok(r.clone()),
+            Dirty::Raw(r) | Dirty::Encoded(_, r) => Ok(r.clone()),
             Dirty::Node(n) => {
                 let base = self.base_image(st, pgno)?;
                 let mut out = zeroed_page(self.db.page_size);
@@ -967,9 +967,23 @@ impl Pager {
         // One shared zero page for the fillers, allocated only if needed.
         let mut zeros: Option<Arc<[u8]>> = None;
         for &p in &pgnos {
-            let data = match st.dirty.get(&p) {
-                Some(d) => self.encode_dirty(st, p, d, tid)?,
-                None => zeros
+            // An image encoded at put time is moved out (its node stays), so
+            // the journal may finish it in place without a copy.
+            let image = match st.dirty.remove(&p) {
+                Some(Dirty::Encoded(n, img)) => {
+                    st.dirty.insert(p, Dirty::Node(n));
+                    Some(img)
+                }
+                Some(d) => {
+                    st.dirty.insert(p, d);
+                    None
+                }
+                None => None,
+            };
+            let data = match (image, st.dirty.get(&p)) {
+                (Some(img), _) => img,
+                (None, Some(d)) => self.encode_dirty(st, p, d, tid)?,
+                (None, None) => zeros
                     .get_or_insert_with(|| Arc::from(vec![0u8; self.db.page_size]))
                     .clone(),
             };
@@ -998,7 +1012,7 @@ impl Pager {
         }
         for img in pages {
             let node = match st.dirty.get(&img.pgno) {
-                Some(Dirty::Node(n)) => Some(n.clone()),
+                Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => Some(n.clone()),
                 _ => None,
             };
             let mut sh = self.cache.write(img.pgno);
@@ -1013,7 +1027,11 @@ impl Pager {
             drop(sh);
             drop(evicted);
         }
-        self.cache.truncate(st.header.page_count);
+        if st.header.page_count < st.orig_header.page_count {
+            // The cache holds committed pages only, so nothing lies above
+            // the count unless it shrank (a scan of every shard otherwise).
+            self.cache.truncate(st.header.page_count);
+        }
         let mut sh = self.shared.lock();
         sh.header = st.header;
         if let Some(free) = &st.free {
@@ -1163,6 +1181,10 @@ type Loaded = (Arc<[u8]>, Option<Arc<Node>>);
 #[derive(Clone)]
 enum Dirty {
     Node(Arc<Node>),
+    /// A node encoded when it was put, with its page image: formats that
+    /// place a version over the committed one work the placement out once
+    /// (`put_node_if_fits`), not again at commit.
+    Encoded(Arc<Node>, Arc<[u8]>),
     Raw(Arc<[u8]>),
 }
 
@@ -1173,11 +1195,11 @@ pub struct WriteState {
     orig_header: Header,
     /// Working header (page count, free list, catalog root).
     pub header: Header,
-    dirty: HashMap<Pgno, Dirty>,
-    spilled: HashSet<Pgno>,
+    dirty: PgnoMap<Dirty>,
+    spilled: PgnoSet,
     freed: Vec<Pgno>,
     /// Pages this transaction took from the free list or the file's end.
-    allocated: HashSet<Pgno>,
+    allocated: PgnoSet,
     /// The working in-memory free list (volatile free-list modes).
     free: Option<Vec<Pgno>>,
     exclusive: bool,
@@ -1257,7 +1279,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
             return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
         }
         match self.st.dirty.get(&pgno) {
-            Some(Dirty::Node(n)) => return Ok(n.clone()),
+            Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => return Ok(n.clone()),
             Some(Dirty::Raw(r)) => {
                 let ctx = self.pager.decode_ctx(self.st.txn.tid);
                 return Ok(Arc::new(self.pager.decode_page(pgno, r, &ctx)?));
@@ -1276,7 +1298,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
         self.check_range(pgno)?;
         match self.st.dirty.get(&pgno) {
-            Some(Dirty::Raw(r)) => return Ok(r.clone()),
+            Some(Dirty::Raw(r) | Dirty::Encoded(_, r)) => return Ok(r.clone()),
             Some(d @ Dirty::Node(_)) => {
                 return self.pager.encode_dirty(&self.st, pgno, d, self.st.txn.tid)
             }
@@ -1310,6 +1332,40 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         self.first_write(pgno)?;
         self.st.dirty.insert(pgno, Dirty::Node(Arc::new(node)));
         self.maybe_spill()
+    }
+
+    fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
+        if !self.pager.format.needs_base() {
+            // Placement is a size sum: test now, encode once at commit.
+            if !self.fits(pgno, &node)? {
+                return Ok(Some(node));
+            }
+            self.put_node(pgno, node)?;
+            return Ok(None);
+        }
+        self.check_range(pgno)?;
+        let base = self.pager.base_image(&self.st, pgno)?;
+        let mut out = zeroed_page(self.pager.db.page_size);
+        let ctx = EncodeCtx {
+            page_size: self.pager.db.page_size,
+            tid: self.st.txn.tid,
+            checksums: self.pager.sums,
+        };
+        if !self.pager.format.encode_if_fits(
+            pgno,
+            &node,
+            base.as_deref(),
+            &ctx,
+            unique(&mut out)?,
+        )? {
+            return Ok(Some(node));
+        }
+        self.first_write(pgno)?;
+        self.st
+            .dirty
+            .insert(pgno, Dirty::Encoded(Arc::new(node), out));
+        self.maybe_spill()?;
+        Ok(None)
     }
 
     fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {

@@ -8,7 +8,7 @@
 //! process, which does no other I/O while an engine runs) and fsync-class
 //! calls are not counted at all; use `--ext4-image` for device counts.
 
-use super::super::workload::{Action, Op, Txn, Workload};
+use super::super::workload::{Action, Op, Txn, Workload, SCAN_ROWS};
 use super::super::BenchError;
 use super::{mismatch, Engine, TxnError, Worker};
 use ::twinpage::keys::encode_i64_compact;
@@ -16,6 +16,7 @@ use ::twinpage::storage::IoSnapshot;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 use std::fmt;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -149,13 +150,15 @@ impl Worker for LmdbWorker<'_> {
         if !txn.writes() {
             let r = self.e.env.read_txn().map_err(err)?;
             for op in &txn.ops {
-                if self
-                    .e
-                    .db(op)?
-                    .get(&r, &encode_i64_compact(op.key))
-                    .map_err(err)?
-                    .is_none()
-                {
+                let db = self.e.db(op)?;
+                let found = if op.action == Action::Scan {
+                    scan(db, &r, op)?
+                } else {
+                    db.get(&r, &encode_i64_compact(op.key))
+                        .map_err(err)?
+                        .is_some()
+                };
+                if !found {
                     return Err(mismatch("lmdb", op));
                 }
             }
@@ -172,6 +175,7 @@ impl Worker for LmdbWorker<'_> {
                 }
                 Action::Delete => db.delete(&mut t, &k).map_err(err)?,
                 Action::Select => db.get(&t, &k).map_err(err)?.is_some(),
+                Action::Scan => scan(db, &t, op)?,
             };
             if !found {
                 return Err(mismatch("lmdb", op));
@@ -180,4 +184,21 @@ impl Worker for LmdbWorker<'_> {
         t.commit().map_err(err)?;
         Ok(())
     }
+}
+
+/// Read up to [`SCAN_ROWS`] rows from `op`'s key on; false unless the
+/// first is that key.
+fn scan(db: &Database<Bytes, Bytes>, t: &heed::RoTxn, op: &Op) -> Result<bool, TxnError> {
+    let k = encode_i64_compact(op.key);
+    let (mut first, mut bytes) = (None, 0usize);
+    for kv in db
+        .range(t, &(Bound::Included(k.as_slice()), Bound::Unbounded))
+        .map_err(err)?
+        .take(SCAN_ROWS)
+    {
+        let (key, value) = kv.map_err(err)?;
+        first.get_or_insert(key == k.as_slice());
+        bytes += value.len();
+    }
+    Ok(first == Some(true) && bytes > 0)
 }

@@ -2,7 +2,9 @@
 //! (with a counting VFS), and the physical floor.
 //!
 //! An engine is named on the command line as
-//! `twinpage:MODE[,option=value...]`, `sqlite:JOURNAL_MODE[,pragma=value...]`,
+//! `twinpage:MODE[,option=value...]` (`vfs=memory`: an in-process file
+//! system), `sqlite:JOURNAL_MODE[,pragma=value...]` (`vfs=memdb`: SQLite's
+//! in-memory VFS),
 //! `redb[,durability=immediate|none]`, `lmdb[,sync=on|off]` or
 //! `floor[,page_size=N]`; see [`EngineSpec`].
 
@@ -17,10 +19,11 @@ pub use sqlite::SqliteSpec;
 
 use super::workload::{Txn, Workload};
 use super::BenchError;
-use ::twinpage::storage::IoSnapshot;
+use ::twinpage::storage::{IoSnapshot, MemVfs};
 use ::twinpage::{JournalMode, Options};
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// What kind of engine, with its settings.
 #[derive(Debug, Clone)]
@@ -86,7 +89,16 @@ impl FromStr for EngineSpec {
                 let mut opts = Options::default()
                     .journal_mode(JournalMode::from_str(mode).map_err(|e| bad(e.to_string()))?);
                 for (k, v) in pairs(&mut parts)? {
-                    opts.set(&k, &v).map_err(|e| bad(e.to_string()))?;
+                    match (k.as_str(), v.as_str()) {
+                        // In memory: a marker here, a fresh file system per
+                        // run at `open`.
+                        ("vfs", "memory") => opts = opts.vfs(Arc::new(MemVfs::new())),
+                        ("vfs", "os") => opts.vfs = None,
+                        ("vfs", _) => {
+                            return Err(bad(format!("vfs must be memory or os, not {v:?}")))
+                        }
+                        _ => opts.set(&k, &v).map_err(|e| bad(e.to_string()))?,
+                    }
                 }
                 EngineKind::Twinpage(opts)
             }
@@ -215,7 +227,14 @@ pub trait Worker {
 /// Open `spec` with a fresh database in `dir` (which must exist).
 pub fn open(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn Engine>, BenchError> {
     Ok(match &spec.kind {
-        EngineKind::Twinpage(opts) => Box::new(twinpage::TwinpageEngine::open(dir, opts.clone())?),
+        EngineKind::Twinpage(opts) => {
+            let mut opts = opts.clone();
+            if opts.vfs.is_some() {
+                // Only `vfs=memory` sets one: every run starts empty.
+                opts = opts.vfs(Arc::new(MemVfs::new()));
+            }
+            Box::new(twinpage::TwinpageEngine::open(dir, opts)?)
+        }
         EngineKind::Sqlite(s) => Box::new(sqlite::SqliteEngine::open(dir, s.clone())?),
         EngineKind::Redb { durable } => Box::new(redb::RedbEngine::open(dir, *durable)?),
         EngineKind::Lmdb { sync } => Box::new(lmdb::LmdbEngine::open(dir, *sync)?),

@@ -5,7 +5,7 @@
 //! counted exactly like twinpage's. Spec: `redb[,durability=immediate|none]`
 //! (immediate, one fsync per commit, is redb's default).
 
-use super::super::workload::{Action, Txn, Workload};
+use super::super::workload::{Action, Op, Txn, Workload, SCAN_ROWS};
 use super::super::BenchError;
 use super::{mismatch, Engine, TxnError, Worker, DB_FILE};
 use ::twinpage::keys::encode_i64_compact;
@@ -175,10 +175,14 @@ impl Worker for RedbWorker<'_> {
                 let t = r
                     .open_table(def(&self.tables[op.table as usize]))
                     .map_err(err)?;
-                if t.get(encode_i64_compact(op.key).as_slice())
-                    .map_err(err)?
-                    .is_none()
-                {
+                let found = if op.action == Action::Scan {
+                    scan(&t, op)?
+                } else {
+                    t.get(encode_i64_compact(op.key).as_slice())
+                        .map_err(err)?
+                        .is_some()
+                };
+                if !found {
                     return Err(mismatch("redb", op));
                 }
             }
@@ -199,6 +203,7 @@ impl Worker for RedbWorker<'_> {
                 }
                 Action::Delete => table.remove(k.as_slice()).map_err(err)?.is_some(),
                 Action::Select => table.get(k.as_slice()).map_err(err)?.is_some(),
+                Action::Scan => scan(&table, op)?,
             };
             if !found {
                 return Err(mismatch("redb", op));
@@ -207,4 +212,21 @@ impl Worker for RedbWorker<'_> {
         t.commit().map_err(err)?;
         Ok(())
     }
+}
+
+/// Read up to [`SCAN_ROWS`] rows from `op`'s key on; false unless the
+/// first is that key.
+fn scan<T: ReadableTable<&'static [u8], &'static [u8]>>(t: &T, op: &Op) -> Result<bool, TxnError> {
+    let k = encode_i64_compact(op.key);
+    let (mut first, mut bytes) = (None, 0usize);
+    for kv in t
+        .range::<&[u8]>(k.as_slice()..)
+        .map_err(err)?
+        .take(SCAN_ROWS)
+    {
+        let (key, value) = kv.map_err(err)?;
+        first.get_or_insert_with(|| key.value() == k.as_slice());
+        bytes += value.value().len();
+    }
+    Ok(first == Some(true) && bytes > 0)
 }

@@ -1,11 +1,12 @@
 //! twinpage under the benchmark.
 
-use super::super::workload::{Action, Op, Txn, Workload};
+use super::super::workload::{Action, Op, Txn, Workload, SCAN_ROWS};
 use super::super::BenchError;
 use super::{vfs, Engine, TxnError, Worker, DB_FILE};
 use ::twinpage::keys::encode_i64_compact;
 use ::twinpage::storage::{FileLock, IoSnapshot, OpenFlags, OsVfs, Vfs, VfsFile};
 use ::twinpage::{Db, Direction, Error, Options};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -43,6 +44,10 @@ pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
         (
             "page_checksums".into(),
             if opts.page_checksums { "on" } else { "off" }.into(),
+        ),
+        (
+            "vfs".into(),
+            if opts.vfs.is_some() { "memory" } else { "os" }.into(),
         ),
     ];
     // Mode-specific options, as given (the mode validated them at open).
@@ -129,6 +134,25 @@ impl TwinpageWorker<'_> {
     fn table(&self, op: &Op) -> &str {
         &self.tables[op.table as usize]
     }
+
+    /// A transaction that only reads, in one read transaction.
+    fn reads(&self, txn: &Txn) -> Result<(), TxnError> {
+        let r = self.db.begin_read().map_err(busy)?;
+        for op in &txn.ops {
+            let (t, k) = (self.table(op), encode_i64_compact(op.key));
+            if op.action == Action::Scan {
+                scan(r.range(t, from(&k), Direction::Forward), op)?;
+            } else if r.get(t, &k).map_err(busy)?.is_none() {
+                return Err(mismatch(op));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Keys from `k` on.
+fn from(k: &[u8]) -> (Bound<&[u8]>, Bound<&[u8]>) {
+    (Bound::Included(k), Bound::Unbounded)
 }
 
 impl Worker for TwinpageWorker<'_> {
@@ -149,20 +173,12 @@ impl Worker for TwinpageWorker<'_> {
                         return Err(mismatch(op));
                     }
                 }
+                Action::Scan => return self.reads(txn),
             }
             return Ok(());
         }
         if !txn.writes() {
-            let r = self.db.begin_read().map_err(busy)?;
-            for op in &txn.ops {
-                if r.get(self.table(op), &encode_i64_compact(op.key))
-                    .map_err(busy)?
-                    .is_none()
-                {
-                    return Err(mismatch(op));
-                }
-            }
-            return Ok(());
+            return self.reads(txn);
         }
         // Dropping the transaction on an error rolls it back.
         let mut t = self.db.begin_write().map_err(busy)?;
@@ -181,10 +197,31 @@ impl Worker for TwinpageWorker<'_> {
                         return Err(mismatch(op));
                     }
                 }
+                Action::Scan => scan(t.range(table, from(&k), Direction::Forward), op)?,
             }
         }
         t.commit().map_err(busy)
     }
+}
+
+/// Read up to [`SCAN_ROWS`] rows of a range that must start at `op`'s key.
+fn scan<I>(range: Result<I, Error>, op: &Op) -> Result<(), TxnError>
+where
+    I: Iterator<Item = Result<(Vec<u8>, Vec<u8>), Error>>,
+{
+    let want = encode_i64_compact(op.key);
+    let mut bytes = 0usize;
+    for (i, kv) in range.map_err(busy)?.take(SCAN_ROWS).enumerate() {
+        let (k, v) = kv.map_err(busy)?;
+        if i == 0 && k != want {
+            return Err(mismatch(op));
+        }
+        bytes += v.len();
+    }
+    if bytes == 0 {
+        return Err(mismatch(op));
+    }
+    Ok(())
 }
 
 /// A file system that SIGKILLs the process at the first write to the main

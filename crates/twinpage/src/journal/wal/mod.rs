@@ -42,6 +42,7 @@ use super::{
     RecoverCtx, Recovery, TestFaults,
 };
 use crate::base::header::seal_page1;
+use crate::base::pgmap::PgnoMap;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
@@ -49,7 +50,6 @@ use crate::storage::DbFile;
 use crate::storage::{parent_dir, with_suffix, OpenFlags, VfsFile};
 use format::frame_offset;
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -140,9 +140,9 @@ struct CommitRec {
 struct Index {
     file: Option<Arc<dyn VfsFile>>,
     /// Committed versions of each page, oldest first.
-    versions: HashMap<Pgno, Vec<Version>>,
+    versions: PgnoMap<Vec<Version>>,
     /// Frames the in-progress transaction spilled (newest per page).
-    pending: HashMap<Pgno, u64>,
+    pending: PgnoMap<u64>,
     /// TID of the in-progress transaction that owns `pending` (0: none).
     pending_tid: u64,
 }
@@ -782,8 +782,8 @@ impl Journal for WalJournal {
         let mut buf = vec![0u8; batch as usize * fsz];
         let mut chain = crc;
         let mut frame = 0u64;
-        let mut txn: HashMap<Pgno, u64> = HashMap::new();
-        let mut versions: HashMap<Pgno, Vec<Version>> = HashMap::new();
+        let mut txn: PgnoMap<u64> = PgnoMap::default();
+        let mut versions: PgnoMap<Vec<Version>> = PgnoMap::default();
         let (mut mx, mut mx_chain) = (0u64, crc);
         'scan: while frame < total {
             let n = (total - frame).min(batch);
