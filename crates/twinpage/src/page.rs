@@ -5,7 +5,7 @@
 //! private pages (`pager::WritePages`).
 
 use crate::base::{Pgno, Result};
-use crate::node::{EncodeCtx, Node, NodeFormat};
+use crate::node::{Bytes, EncodeCtx, LeafCell, Node, NodeFormat};
 use std::sync::Arc;
 
 /// Read access to pages (the committed state, or a writer's view).
@@ -67,6 +67,16 @@ pub trait PageWrite: PageRead {
     /// Whether `node` fits on page `pgno` (formats that keep the previous
     /// version in the page need that page's committed image to tell).
     fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool>;
+    /// `value` as the bytes of a new leaf cell: a pager may copy it into a
+    /// buffer it recycled from a replaced cell instead of allocating.
+    fn value_bytes(&mut self, value: &[u8]) -> Bytes {
+        Bytes::from(value)
+    }
+    /// An empty vector to build a modified leaf in: a pager may hand out
+    /// one it recycled from a node it no longer holds.
+    fn leaf_buffer(&mut self) -> Vec<LeafCell> {
+        Vec::new()
+    }
     /// Put `node` at `pgno` if it fits there ([`PageWrite::fits`]), or
     /// hand it back. A pager may do the placement work once here instead
     /// of once for the test and again when it encodes the page.

@@ -1,7 +1,9 @@
 //! Heap allocations per steady-state operation, counted by a global
-//! allocator (issue #16 wants zero per single-row update; this measures
-//! where we are, per mode, and keeps it from growing). Run with
-//! `--nocapture` to see the figures.
+//! allocator: zero per single-row update in every mode whose commit does
+//! not create, rename or remove files (the pager, the B+tree and the
+//! journals reuse their buffers); `delete` (a journal file per
+//! transaction) and the DASH modes (renames, and commit bookkeeping not
+//! pooled yet) have ceilings. Run with `--nocapture` to see the figures.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -75,10 +77,15 @@ fn allocations_per_steady_state_operation() {
             t.put("t", &i.to_be_bytes(), &[1; 100]).unwrap();
         }
         t.commit().unwrap();
-        for i in 0..500 {
-            db.put("t", &key(i), &[2; 100]).unwrap();
-        }
+        // Warm-up: the keys measured below are updated once first, so the
+        // pools (page buffers, leaf vectors, value buffers, journal
+        // scratch) have what a steady state of updates gives back.
         const N: u64 = 1000;
+        for _ in 0..3 {
+            for i in 0..N {
+                db.put("t", &key(i), &[2; 100]).unwrap();
+            }
+        }
         let update = counted(|| {
             for i in 0..N {
                 db.put("t", &key(i), &[3; 100]).unwrap();
@@ -90,17 +97,25 @@ fn allocations_per_steady_state_operation() {
             }
         });
         eprintln!(
-            "{:<9} allocations per single-row update {:6.1}, per point get {:5.1}",
+            "{:<9} allocations per single-row update {:6.3}, per point get {:5.3}",
             mode.name(),
             update as f64 / N as f64,
             get as f64 / N as f64
         );
-        // Ceilings at today's counts (9-28 per update, 1 per get: the
-        // returned value's Vec): lower them as the write path
-        // stops allocating; never raise them without a reason.
+        // Zero where nothing is inherent; ceilings at today's counts for
+        // the rest (never raise them without a reason). A get allocates
+        // the value it returns.
+        let ceiling = match mode.name() {
+            // The log index's per-page version lists, kept across log
+            // generations, now and then grow to a new longest one.
+            "wal" => N / 50,
+            "delete" => 6 * N,
+            "shadow" | "shadow-x" => 19 * N,
+            _ => 0,
+        };
         assert!(
-            update <= 29 * N,
-            "{mode}: {update} allocations for {N} updates"
+            update <= ceiling,
+            "{mode}: {update} allocations for {N} updates (at most {ceiling})"
         );
         assert!(get <= N + 16, "{mode}: {get} allocations for {N} gets");
         db.check().unwrap();

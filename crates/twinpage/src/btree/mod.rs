@@ -229,10 +229,11 @@ fn free_value<P: PageWrite + ?Sized>(p: &mut P, v: &Value) -> Result<()> {
 }
 
 fn make_value<P: PageWrite + ?Sized>(p: &mut P, key: &[u8], value: &[u8]) -> Result<Value> {
+    let bytes = p.value_bytes(value);
     let f = p.format();
     let inline = LeafCell {
         key: key.into(),
-        value: Value::Inline(value.into()),
+        value: Value::Inline(bytes),
     };
     if f.leaf_cell_size(&inline) <= f.max_inline_cell(p.page_size()) {
         return Ok(inline.value);
@@ -538,6 +539,14 @@ fn shrink_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno) -> Result<()> {
     Ok(())
 }
 
+/// A copy of a leaf's cells to modify, in a buffer the pager may recycle.
+fn copy_cells<P: PageWrite + ?Sized>(p: &mut P, cells: &[LeafCell]) -> Vec<LeafCell> {
+    let mut v = p.leaf_buffer();
+    v.reserve(cells.len() + 1);
+    v.extend(cells.iter().cloned());
+    v
+}
+
 fn modify<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
@@ -558,7 +567,7 @@ fn modify<P: PageWrite + ?Sized>(
             let pos = cells.binary_search_by(|c| c.key.as_slice().cmp(key));
             match (op, pos) {
                 (Op::Put(v), Ok(i)) => {
-                    let mut cells = cells.clone();
+                    let mut cells = copy_cells(p, cells);
                     let new = v.take().expect("value consumed once");
                     let old = std::mem::replace(&mut cells[i].value, new);
                     free_value(p, &old)?;
@@ -566,7 +575,7 @@ fn modify<P: PageWrite + ?Sized>(
                     Ok((true, store(p, pgno, Node::Leaf(cells), last, depth == 0)?))
                 }
                 (Op::Put(v), Err(i)) => {
-                    let mut cells = cells.clone();
+                    let mut cells = copy_cells(p, cells);
                     let appended = i == cells.len();
                     cells.insert(
                         i,
@@ -581,7 +590,7 @@ fn modify<P: PageWrite + ?Sized>(
                     ))
                 }
                 (Op::Delete, Ok(i)) => {
-                    let mut cells = cells.clone();
+                    let mut cells = copy_cells(p, cells);
                     let c = cells.remove(i);
                     free_value(p, &c.value)?;
                     Ok((true, store(p, pgno, Node::Leaf(cells), false, depth == 0)?))

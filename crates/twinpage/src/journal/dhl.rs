@@ -24,6 +24,7 @@
 
 use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
 use crate::base::header::seal_page1;
+use crate::base::pgmap::PgnoSet;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
@@ -31,7 +32,7 @@ use crate::node::dhl::CommitRecord;
 use crate::node::{DhlFormat, NodeFormat};
 use crate::storage::DbFile;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -72,7 +73,7 @@ struct State {
     /// state ([`CommitSet::free`]): at commit their versions are
     /// invalidated, so every counted version lies on a live page.
     tid: u64,
-    written: BTreeSet<Pgno>,
+    written: PgnoSet,
     /// The page that carries the embedded commit record of `tid`.
     commit_page: Option<(u64, Pgno)>,
     /// Page 1 was rewritten as the commit mark of `tid`; a rollback must
@@ -110,9 +111,13 @@ impl State {
     /// |W|: the pages written with `tid` that are live in the state it
     /// commits (`free` is sorted).
     fn counted(&self, extra: impl Iterator<Item = Pgno>, free: &[Pgno]) -> usize {
-        let mut w = self.written.clone();
-        w.extend(extra);
-        w.iter().filter(|p| free.binary_search(p).is_err()).count()
+        // `extra` holds distinct pages (a commit's page set).
+        let live = |p: &Pgno| free.binary_search(p).is_err();
+        let noted = self.written.iter().filter(|p| live(p)).count();
+        noted
+            + extra
+                .filter(|p| !self.written.contains(p) && live(p))
+                .count()
     }
 }
 
@@ -543,9 +548,9 @@ impl Journal for DhlJournal {
         // second write of the page in T: the commit is ordered, as for
         // any rewritten page.
         let doomed: Vec<Pgno> = st.written.iter().copied().filter(|&p| is_free(p)).collect();
-        let body: Vec<&PageImage> = set.pages.iter().filter(|p| p.pgno != 1).collect();
+        let body = || set.pages.iter().filter(|p| p.pgno != 1);
         let mut fillers = 0;
-        for p in &body {
+        for p in body() {
             // Zero-filled pages that extend the file carry no version and
             // lie beyond the original end (a rollback truncates them).
             if is_free(p.pgno) {
@@ -576,7 +581,7 @@ impl Journal for DhlJournal {
             Some(cp) => {
                 // Embedded commit record in page `cp`.
                 if ordered {
-                    for p in body.iter().filter(|p| p.pgno != cp) {
+                    for p in body().filter(|p| p.pgno != cp) {
                         db.write_page(p.pgno, &p.data)?;
                     }
                     // Order the other pages (and earlier spills and
@@ -585,10 +590,14 @@ impl Journal for DhlJournal {
                     if st.written.len() + fillers > 1 {
                         self.sync(db)?;
                     }
-                    let last = body.iter().find(|p| p.pgno == cp).expect("commit page");
+                    let Some(last) = body().find(|p| p.pgno == cp) else {
+                        return Err(Error::Internal(format!(
+                            "commit page {cp} is not in the commit's page set"
+                        )));
+                    };
                     db.write_page(cp, &last.data)?;
                 } else {
-                    for p in &body {
+                    for p in body() {
                         db.write_page(p.pgno, &p.data)?;
                     }
                 }
@@ -596,7 +605,7 @@ impl Journal for DhlJournal {
             }
             None => {
                 // Page 1 is the commit mark.
-                for p in &body {
+                for p in body() {
                     db.write_page(p.pgno, &p.data)?;
                 }
                 let counting = !ordered && !header_mark;

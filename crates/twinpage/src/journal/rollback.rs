@@ -25,14 +25,14 @@
 //! an earlier transaction (PERSIST, TRUNCATE interrupted) are never replayed.
 
 use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
+use crate::base::pgmap::PgnoSet;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::storage::DbFile;
 use crate::storage::{parent_dir, with_suffix, OpenFlags, Vfs, VfsFile};
 use parking_lot::Mutex;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Magic bytes at the start of a journal header.
 pub const JOURNAL_MAGIC: &[u8; 8] = b"tpjrnl01";
@@ -56,6 +56,9 @@ pub struct RollbackJournal {
     sync: Synchronous,
     faults: TestFaults,
     st: Mutex<State>,
+    /// The journal's path, worked out once (the delete mode opens and
+    /// removes the file every transaction).
+    jpath: OnceLock<PathBuf>,
 }
 
 #[derive(Default)]
@@ -64,9 +67,11 @@ struct State {
     /// The current transaction: salt, records written, pages journaled.
     salt: u64,
     records: u64,
-    journaled: HashSet<Pgno>,
+    journaled: PgnoSet,
     /// The database file holds pages of the current transaction.
     db_dirty: bool,
+    /// Write buffer kept between transactions.
+    buf: Vec<u8>,
 }
 
 fn header_crc(h: &[u8]) -> u32 {
@@ -113,7 +118,12 @@ impl RollbackJournal {
             sync,
             faults,
             st: Mutex::default(),
+            jpath: OnceLock::new(),
         }
+    }
+
+    fn journal_path(&self, db: &Path) -> &Path {
+        self.jpath.get_or_init(|| Self::path(db))
     }
 
     fn path(db: &Path) -> PathBuf {
@@ -129,17 +139,18 @@ impl RollbackJournal {
     /// overwritten.
     fn journal_originals(&self, st: &mut State, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         let ps = db.page_size;
-        let mut buf = Vec::new();
+        let mut buf = std::mem::take(&mut st.buf);
+        buf.clear();
         let first = st.file.is_none() || st.records == 0 && st.journaled.is_empty();
         let mut created = false;
         if st.file.is_none() {
-            let path = Self::path(&db.path);
-            created = !db.vfs.exists(&path)?;
-            st.file = Some(db.vfs.open(&path, OpenFlags::CREATE)?);
+            let path = self.journal_path(&db.path);
+            created = !db.vfs.exists(path)?;
+            st.file = Some(db.vfs.open(path, OpenFlags::CREATE)?);
         }
         if first {
             st.salt = crate::storage::random_u64() | 1;
-            let mut h = vec![0u8; JOURNAL_HEADER_SIZE as usize];
+            let mut h = [0u8; JOURNAL_HEADER_SIZE as usize];
             h[0..8].copy_from_slice(JOURNAL_MAGIC);
             h[8..12].copy_from_slice(&(ps as u32).to_be_bytes());
             h[12..16].copy_from_slice(&set.orig_page_count.to_be_bytes());
@@ -164,10 +175,13 @@ impl RollbackJournal {
             st.records += 1;
         }
         if buf.is_empty() {
+            st.buf = buf;
             return Ok(());
         }
         let file = st.file.as_ref().expect("journal opened above");
-        file.write_at(&buf, offset)?;
+        let written = file.write_at(&buf, offset);
+        st.buf = buf;
+        written?;
         if self.syncs() && !self.faults.skip_journal_sync {
             file.sync_data()?;
             if created {
@@ -187,7 +201,7 @@ impl RollbackJournal {
             match self.kind {
                 RollbackKind::Delete => {
                     drop(file);
-                    vfs.remove(&Self::path(db_path))?;
+                    vfs.remove(self.journal_path(db_path))?;
                     st.file = None;
                     if self.sync == Synchronous::Extra {
                         vfs.sync_dir(&parent_dir(db_path))?;

@@ -1,7 +1,9 @@
 //! [`Bytes`]: the bytes of a key or an inline value in the logical view.
-//! A decoded cell points into the page image it came from (one shared
-//! buffer for the whole node: decoding a page does not allocate per cell);
-//! a cell built by the tree owns a buffer of its own.
+//! Short strings (most keys) live in the value itself: no allocation, and
+//! no reference count to touch when a node is decoded, copied or dropped.
+//! Longer ones point into the page image they came from (one shared buffer
+//! for the whole node: decoding a page does not allocate per cell); a long
+//! string built by the tree owns a buffer of its own.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -10,34 +12,89 @@ use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::Arc;
 
-/// An immutable byte string, shared or owned; compares as `[u8]`.
+/// Longest string kept inline (the value stays 32 bytes).
+pub const INLINE: usize = 30;
+
+/// An immutable byte string, inline, shared or owned; compares as `[u8]`.
 #[derive(Clone)]
-pub struct Bytes {
-    buf: Arc<[u8]>,
-    start: usize,
-    end: usize,
+pub struct Bytes(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline {
+        len: u8,
+        data: [u8; INLINE],
+    },
+    /// A range of a page image (pages are far below 4 GiB).
+    Slice {
+        buf: Arc<[u8]>,
+        start: u32,
+        end: u32,
+    },
+    /// A buffer of its own.
+    Whole(Arc<[u8]>),
 }
 
 impl Bytes {
-    /// `buf[start..end]`, sharing `buf`. `None` if the range is not inside
-    /// `buf`.
+    /// `buf[start..end]`, sharing `buf` (or copied inline when short).
+    /// `None` if the range is not inside `buf`.
     pub fn shared(buf: &Arc<[u8]>, start: usize, end: usize) -> Option<Bytes> {
-        (start <= end && end <= buf.len()).then(|| Bytes {
+        if start > end || end > buf.len() {
+            return None;
+        }
+        if end - start <= INLINE {
+            return Some(Bytes::inline(&buf[start..end]));
+        }
+        Some(Bytes(Repr::Slice {
             buf: buf.clone(),
-            start,
-            end,
+            start: u32::try_from(start).ok()?,
+            end: u32::try_from(end).ok()?,
+        }))
+    }
+
+    /// A copy of `v`, which must be at most [`INLINE`] bytes.
+    fn inline(v: &[u8]) -> Bytes {
+        let mut data = [0u8; INLINE];
+        data[..v.len()].copy_from_slice(v);
+        Bytes(Repr::Inline {
+            len: v.len() as u8,
+            data,
         })
+    }
+
+    /// The first `len` bytes of `buf`, a buffer the caller filled and may
+    /// take back with [`Bytes::into_buffer`] (a pool of value buffers).
+    /// `None` if `buf` is shorter than `len` or longer than 4 GiB.
+    pub fn in_buffer(buf: Arc<[u8]>, len: usize) -> Option<Bytes> {
+        if len > buf.len() {
+            return None;
+        }
+        let end = u32::try_from(len).ok()?;
+        u32::try_from(buf.len()).ok()?;
+        Some(Bytes(Repr::Slice { buf, start: 0, end }))
+    }
+
+    /// The buffer behind a string that is not inline.
+    pub fn into_buffer(self) -> Option<Arc<[u8]>> {
+        match self.0 {
+            Repr::Inline { .. } => None,
+            Repr::Slice { buf, .. } | Repr::Whole(buf) => Some(buf),
+        }
     }
 
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
+        match &self.0 {
+            Repr::Inline { len, data } => &data[..usize::from(*len)],
+            Repr::Slice { buf, start, end } => &buf[*start as usize..*end as usize],
+            Repr::Whole(buf) => buf,
+        }
     }
 }
 
 impl Default for Bytes {
     fn default() -> Self {
-        Bytes::from(&[][..])
+        Bytes::inline(&[])
     }
 }
 
@@ -62,22 +119,19 @@ impl Borrow<[u8]> for Bytes {
 
 impl From<Vec<u8>> for Bytes {
     fn from(v: Vec<u8>) -> Self {
-        let end = v.len();
-        Bytes {
-            buf: Arc::from(v),
-            start: 0,
-            end,
+        if v.len() <= INLINE {
+            return Bytes::inline(&v);
         }
+        Bytes(Repr::Whole(Arc::from(v)))
     }
 }
 
 impl From<&[u8]> for Bytes {
     fn from(v: &[u8]) -> Self {
-        Bytes {
-            buf: Arc::from(v),
-            start: 0,
-            end: v.len(),
+        if v.len() <= INLINE {
+            return Bytes::inline(v);
         }
+        Bytes(Repr::Whole(Arc::from(v)))
     }
 }
 
@@ -145,5 +199,21 @@ mod tests {
         assert!(Bytes::shared(&page, 2, 10).is_none());
         assert!(a.as_slice() < &b"help"[..]);
         assert_eq!(Bytes::default().len(), 0);
+    }
+
+    #[test]
+    fn short_strings_are_inline_and_long_ones_shared() {
+        assert_eq!(std::mem::size_of::<Bytes>(), 32);
+        let page: Arc<[u8]> = Arc::from((0..200u8).collect::<Vec<_>>());
+        let short = Bytes::shared(&page, 10, 10 + INLINE).unwrap();
+        let long = Bytes::shared(&page, 10, 11 + INLINE).unwrap();
+        // Only the long one holds a reference to the page.
+        assert_eq!(Arc::strong_count(&page), 2);
+        assert_eq!(&*short, &page[10..10 + INLINE]);
+        assert_eq!(&*long, &page[10..11 + INLINE]);
+        assert_eq!(Bytes::from(vec![7u8; 100]).len(), 100);
+        assert_eq!(Bytes::from(&[1u8, 2][..]), Bytes::from(vec![1u8, 2]));
+        drop(long);
+        assert_eq!(Arc::strong_count(&page), 1);
     }
 }

@@ -42,6 +42,7 @@ use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
+use std::cell::RefCell;
 use std::sync::Arc;
 
 /// Size of one slot header.
@@ -185,15 +186,20 @@ fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
     Error::corrupt("database", pgno, what)
 }
 
-/// Parse the cells of version `h`: every offset and length is checked
-/// against the page, and the keys must ascend.
-fn extents<'a>(
+/// A cell of a version: (offset, length, key start, key end) in the page.
+type Span = (usize, usize, usize, usize);
+
+/// Parse the cells of version `h` into `out`: every offset and length is
+/// checked against the page, and the keys must ascend.
+fn spans_into(
     pgno: Pgno,
-    page: &'a [u8],
+    page: &[u8],
     h: &SlotHeader,
     max_key: usize,
-) -> Result<Vec<Extent<'a>>> {
+    out: &mut Vec<Span>,
+) -> Result<()> {
     let ps = page.len();
+    out.clear();
     if h.kind != LEAF && h.kind != INTERIOR {
         return Err(corrupt(
             pgno,
@@ -210,7 +216,7 @@ fn extents<'a>(
         return Err(corrupt(pgno, "interior version without a right child"));
     }
     let min = ROWS_AT + ROW_LEN * h.n;
-    let mut cells: Vec<Extent<'a>> = Vec::with_capacity(h.n);
+    out.reserve(h.n);
     for i in 0..h.n {
         let off = be16(page, row_at(i, h.slot));
         if off < min || off >= ps {
@@ -228,15 +234,40 @@ fn extents<'a>(
         } else {
             r.interior_key(i, max_key)?
         };
-        if cells.last().is_some_and(|p| p.2 >= key) {
+        // The key is a slice of `page`: its position, not a copy.
+        let ks = key.as_ptr() as usize - page.as_ptr() as usize;
+        if out.last().is_some_and(|p| page[p.2..p.3] >= *key) {
             return Err(corrupt(
                 pgno,
                 format!("slot header {}: cell {i} keys out of order", h.slot),
             ));
         }
-        cells.push((off, r.pos - off, key));
+        out.push((off, r.pos - off, ks, ks + key.len()));
     }
-    Ok(cells)
+    Ok(())
+}
+
+/// [`spans_into`] as a new vector of (offset, length, key).
+fn extents<'a>(
+    pgno: Pgno,
+    page: &'a [u8],
+    h: &SlotHeader,
+    max_key: usize,
+) -> Result<Vec<Extent<'a>>> {
+    let mut spans = Vec::new();
+    spans_into(pgno, page, h, max_key, &mut spans)?;
+    Ok(spans.iter().map(|c| (c.0, c.1, &page[c.2..c.3])).collect())
+}
+
+/// The checksum of version `h` does not match: a torn write or damage.
+fn crc_mismatch(pgno: Pgno, h: &SlotHeader) -> Error {
+    corrupt(
+        pgno,
+        format!(
+            "slot header {} (TID {}): checksum mismatch, the page is torn or damaged",
+            h.slot, h.tid
+        ),
+    )
 }
 
 /// Checksum of the version in slot header `slot` whose cells lie at
@@ -300,30 +331,49 @@ fn verified<'a>(
 ) -> Result<Vec<Extent<'a>>> {
     let (cells, crc) = parse_version(pgno, page, h, max_key)?;
     if crc != h.crc {
-        return Err(corrupt(
-            pgno,
-            format!(
-                "slot header {} (TID {}): checksum mismatch, the page is torn or damaged",
-                h.slot, h.tid
-            ),
-        ));
+        return Err(crc_mismatch(pgno, h));
     }
     Ok(cells)
 }
 
-/// Where the versions of a node go on a page.
+/// Where the versions of a node go on a page (with the cell offsets in
+/// [`Scratch`]).
 struct Layout {
     /// Slot header the new version is written to.
     slot: usize,
     /// No committed version: the page is written from scratch.
     fresh: bool,
+}
+
+/// The vectors [`DhlFormat::layout`] works in, kept per thread: once they
+/// have grown, placing a version allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    /// Cells of the committed version.
+    spans: Vec<Span>,
+    /// Encoded length of every cell of the new version.
+    lens: Vec<usize>,
     /// Offset of every cell of the new version.
     offsets: Vec<usize>,
-    /// Encoded length of every cell.
-    lens: Vec<usize>,
     /// Cells that need new bytes (the rest are shared with the committed
     /// version and stay where they are).
     new: Vec<usize>,
+    used: Vec<(usize, usize)>,
+    free: Vec<(usize, usize)>,
+    order: Vec<usize>,
+    cell: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Run `f` with this thread's scratch (a fresh one if it is in use).
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
 }
 
 fn cell_len(node: &Node, i: usize) -> usize {
@@ -464,6 +514,7 @@ impl DhlFormat {
     /// Plan the placement of `node` over `base`. `Ok(None)`: it does not
     /// fit in place. The committed version's checksum is verified when
     /// `pgno` is known (encode); `fits` only gets the layout.
+    #[allow(clippy::too_many_arguments)]
     fn layout(
         &self,
         pgno: Option<Pgno>,
@@ -471,12 +522,26 @@ impl DhlFormat {
         base: Option<&[u8]>,
         ps: usize,
         tid: u64,
+        sc: &mut Scratch,
     ) -> Result<Option<Layout>> {
         let n = node.len();
         if n > max_rows(ps) {
             return Ok(None);
         }
-        let lens: Vec<usize> = (0..n).map(|i| cell_len(node, i)).collect();
+        let Scratch {
+            spans,
+            lens,
+            offsets,
+            new,
+            used,
+            free,
+            order,
+            cell: scratch,
+        } = sc;
+        lens.clear();
+        lens.extend((0..n).map(|i| cell_len(node, i)));
+        offsets.clear();
+        new.clear();
         let Some(base) = base else {
             // A page this transaction allocated: pack the cells at the end.
             let total: usize = lens.iter().sum::<usize>() + ROWS_AT + ROW_LEN * n;
@@ -484,19 +549,14 @@ impl DhlFormat {
                 return Ok(None);
             }
             let mut end = ps;
-            let offsets = lens
-                .iter()
-                .map(|l| {
-                    end -= l;
-                    end
-                })
-                .collect();
+            offsets.extend(lens.iter().map(|l| {
+                end -= l;
+                end
+            }));
+            new.extend(0..n);
             return Ok(Some(Layout {
                 slot: 0,
                 fresh: true,
-                offsets,
-                lens,
-                new: (0..n).collect(),
             }));
         };
         let at = pgno.unwrap_or(0);
@@ -510,52 +570,53 @@ impl DhlFormat {
             ));
         };
         let max_key = self.max_key_len(ps);
-        let vcells = match pgno {
-            Some(p) => verified(p, base, &vh, max_key)?,
-            None => extents(0, base, &vh, max_key)?,
-        };
+        spans_into(at, base, &vh, max_key, spans)?;
+        if pgno.is_some()
+            && version_crc(at, base, vh.slot, spans.iter().map(|c| (c.0, c.1))) != vh.crc
+        {
+            return Err(crc_mismatch(at, &vh));
+        }
         let rows_end = ROWS_AT + ROW_LEN * vh.n.max(n);
-        if rows_end > ps || vcells.iter().any(|c| c.0 < rows_end) {
+        if rows_end > ps || spans.iter().any(|c| c.0 < rows_end) {
             // The new offset rows would run into committed cells.
             return Ok(None);
         }
         // Cells equal to a committed one are shared, not copied
         // (the paper's in-page copy-on-write copies only the header).
-        let mut offsets = vec![0usize; n];
-        let mut new = Vec::new();
-        let mut scratch = Vec::new();
+        offsets.resize(n, 0);
         // Both versions are sorted by key: one merge walk finds the pairs.
         let mut j = 0;
         for i in 0..n {
             let key = cell_key(node, i);
-            while j < vcells.len() && vcells[j].2 < key {
+            while j < spans.len() && base[spans[j].2..spans[j].3] < *key {
                 j += 1;
             }
-            let shared = vcells
+            let shared = spans
                 .get(j)
-                .filter(|c| c.2 == key)
+                .filter(|c| base[c.2..c.3] == *key)
                 .copied()
-                .filter(|&(off, len, _)| {
+                .filter(|&(off, len, _, _)| {
                     if len != lens[i] {
                         return false;
                     }
                     scratch.clear();
                     scratch.resize(len, 0);
-                    put_cell(node, i, &mut scratch, 0);
+                    put_cell(node, i, scratch, 0);
                     scratch[..] == base[off..off + len]
                 });
             match shared {
-                Some((off, _, _)) => offsets[i] = off,
+                Some((off, ..)) => offsets[i] = off,
                 None => new.push(i),
             }
         }
         // Free space: everything between the rows and the page end that
         // the committed version does not reference.
-        let mut used: Vec<(usize, usize)> = vcells.iter().map(|c| (c.0, c.0 + c.1)).collect();
+        used.clear();
+        used.extend(spans.iter().map(|c| (c.0, c.0 + c.1)));
         used.sort_unstable();
-        let mut free: Vec<(usize, usize)> = Vec::new();
+        free.clear();
         let mut at = rows_end;
-        for (s, e) in used {
+        for &(s, e) in used.iter() {
             if s > at {
                 free.push((at, s));
             }
@@ -566,9 +627,10 @@ impl DhlFormat {
         }
         // Largest cells first, each at the top of the highest gap that
         // holds it: keeps the space next to the rows free for them to grow.
-        let mut order = new.clone();
+        order.clear();
+        order.extend_from_slice(new);
         order.sort_by(|a, b| lens[*b].cmp(&lens[*a]).then(a.cmp(b)));
-        for i in order {
+        for &i in order.iter() {
             let Some(gap) = free.iter_mut().rev().find(|g| g.1 - g.0 >= lens[i]) else {
                 return Ok(None);
             };
@@ -578,9 +640,6 @@ impl DhlFormat {
         Ok(Some(Layout {
             slot: 1 - vh.slot,
             fresh: false,
-            offsets,
-            lens,
-            new,
         }))
     }
 
@@ -759,8 +818,16 @@ impl DhlFormat {
         h.txn_size = rec.txn_size;
         h.page_count = rec.page_count;
         write_slot(page, &h);
-        let (_, crc) = parse_version(pgno, page, &h, self.max_key_len(page.len()))?;
-        h.crc = crc;
+        let max_key = self.max_key_len(page.len());
+        h.crc = with_scratch(|sc| -> Result<u32> {
+            spans_into(pgno, page, &h, max_key, &mut sc.spans)?;
+            Ok(version_crc(
+                pgno,
+                page,
+                h.slot,
+                sc.spans.iter().map(|c| (c.0, c.1)),
+            ))
+        })?;
         write_slot(page, &h);
         pagesum::seal(pgno, page, PAGE_SUM_AT);
         Ok(true)
@@ -798,10 +865,12 @@ impl NodeFormat for DhlFormat {
     }
 
     fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
-        matches!(
-            self.layout(None, node, base, ctx.page_size, ctx.tid),
-            Ok(Some(_))
-        )
+        with_scratch(|sc| {
+            matches!(
+                self.layout(None, node, base, ctx.page_size, ctx.tid, sc),
+                Ok(Some(_))
+            )
+        })
     }
 
     fn leaf_cell_size(&self, c: &LeafCell) -> usize {
@@ -847,47 +916,7 @@ impl NodeFormat for DhlFormat {
                 out.len()
             )));
         }
-        let Some(lay) = self.layout(Some(pgno), node, base, ps, ctx.tid)? else {
-            return Ok(false);
-        };
-        match (lay.fresh, base) {
-            (false, Some(b)) => out.copy_from_slice(b),
-            _ => out.fill(0),
-        }
-        for &i in &lay.new {
-            put_cell(node, i, out, lay.offsets[i]);
-        }
-        for (i, off) in lay.offsets.iter().enumerate() {
-            let at = row_at(i, lay.slot);
-            out[at..at + 2].copy_from_slice(&(*off as u16).to_be_bytes());
-        }
-        let (kind, right) = kind_of(node);
-        let mut h = SlotHeader {
-            slot: lay.slot,
-            kind,
-            n: node.len(),
-            flags: 0,
-            tid: ctx.tid,
-            right,
-            txn_size: 0,
-            page_count: 0,
-            crc: 0,
-        };
-        write_slot(out, &h);
-        // The layout placed every cell inside the page: its checksum needs
-        // no second parse.
-        h.crc = version_crc(
-            pgno,
-            out,
-            lay.slot,
-            lay.offsets
-                .iter()
-                .enumerate()
-                .map(|(i, &off)| (off, lay.lens[i])),
-        );
-        write_slot(out, &h);
-        pagesum::seal(pgno, out, PAGE_SUM_AT);
-        Ok(true)
+        with_scratch(|sc| self.write_version(pgno, node, base, ctx, out, sc))
     }
 
     fn max_key_len(&self, page_size: usize) -> usize {
@@ -985,6 +1014,61 @@ impl NodeFormat for DhlFormat {
             pgno,
             "free page: neither all zero nor a page with an intact checksum (damaged)",
         ))
+    }
+}
+
+impl DhlFormat {
+    /// [`NodeFormat::encode_if_fits`] with this thread's scratch.
+    fn write_version(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Result<bool> {
+        let Some(lay) = self.layout(Some(pgno), node, base, ctx.page_size, ctx.tid, sc)? else {
+            return Ok(false);
+        };
+        match (lay.fresh, base) {
+            (false, Some(b)) => out.copy_from_slice(b),
+            _ => out.fill(0),
+        }
+        for &i in &sc.new {
+            put_cell(node, i, out, sc.offsets[i]);
+        }
+        for (i, off) in sc.offsets.iter().enumerate() {
+            let at = row_at(i, lay.slot);
+            out[at..at + 2].copy_from_slice(&(*off as u16).to_be_bytes());
+        }
+        let (kind, right) = kind_of(node);
+        let mut h = SlotHeader {
+            slot: lay.slot,
+            kind,
+            n: node.len(),
+            flags: 0,
+            tid: ctx.tid,
+            right,
+            txn_size: 0,
+            page_count: 0,
+            crc: 0,
+        };
+        write_slot(out, &h);
+        // The layout placed every cell inside the page: its checksum needs
+        // no second parse.
+        h.crc = version_crc(
+            pgno,
+            out,
+            lay.slot,
+            sc.offsets
+                .iter()
+                .zip(sc.lens.iter())
+                .map(|(&off, &len)| (off, len)),
+        );
+        write_slot(out, &h);
+        pagesum::seal(pgno, out, PAGE_SUM_AT);
+        Ok(true)
     }
 }
 

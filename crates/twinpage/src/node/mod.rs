@@ -8,7 +8,7 @@
 //! append-only slots with two numSlots, LS-MVBT's versioned cells) without
 //! touching the tree: see ARCHITECTURE.md.
 
-mod bytes;
+pub(crate) mod bytes;
 pub(crate) mod cell;
 #[cfg(test)]
 pub(crate) mod conformance;

@@ -52,7 +52,8 @@ use crate::journal::{
     registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, FreeListPolicy, Journal,
     ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
 };
-use crate::node::{DecodeCtx, EncodeCtx, Node, NodeFormat};
+use crate::node::bytes::INLINE;
+use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat, Value};
 use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::Mutex;
@@ -159,6 +160,9 @@ pub struct Pager {
     journal: Box<dyn Journal>,
     /// Serializes commits, spills and rollbacks.
     commit_lock: Mutex<()>,
+    /// The emptied collections of the last write transaction, reused by
+    /// the next (no allocation per transaction for them once grown).
+    spare: Mutex<Spare>,
     /// The state (P6) and, in [`PagerState::Error`], why.
     state: Mutex<(PagerState, Option<String>)>,
     locks: Arc<dyn LockManager>,
@@ -297,6 +301,7 @@ impl Pager {
             id: NEXT_PAGER_ID.fetch_add(1, Ordering::Relaxed),
             journal,
             commit_lock: Mutex::new(()),
+            spare: Mutex::new(Spare::default()),
             state: Mutex::new((PagerState::Idle, None)),
             locks: cc::lock_manager(spec.protocols[0], spec.locking),
             cfg: PagerConfig { cache_pages, ..cfg },
@@ -748,12 +753,14 @@ impl Pager {
             None
         };
         drop(sh);
-        drop(evicted); // freed outside the shard's lock
+        if let Some(old) = evicted {
+            self.recycle(old); // outside the shard's lock
+        }
         Ok((raw, node))
     }
 
     fn read_committed(&self, pgno: Pgno, snapshot: u64) -> Result<Arc<[u8]>> {
-        let mut buf = zeroed_page(self.db.page_size);
+        let mut buf = self.page_buffer();
         self.journal
             .read_page(&self.db, pgno, snapshot, unique(&mut buf)?)?;
         Ok(buf)
@@ -819,6 +826,111 @@ impl Pager {
         self.journal.stats()
     }
 
+    /// A page-sized buffer, zero-filled: a recycled one when there is one.
+    fn page_buffer(&self) -> Arc<[u8]> {
+        let spare = self.spare.lock().buffers.pop();
+        match spare {
+            Some(mut b) => {
+                if let Some(bytes) = Arc::get_mut(&mut b) {
+                    bytes.fill(0);
+                    return b;
+                }
+                zeroed_page(self.db.page_size)
+            }
+            None => zeroed_page(self.db.page_size),
+        }
+    }
+
+    /// Keep the page buffer of a cache entry that was replaced, if nothing
+    /// else holds it (a decoded node may still point into it).
+    fn recycle(&self, old: CachedPage) {
+        let CachedPage { mut raw, node } = old;
+        let mut sp = self.spare.lock();
+        if let Some(mut node) = node {
+            // The node's allocation and its leaf vector, if nothing else
+            // holds them; the cells' own references go now.
+            if let Some(n) = Arc::get_mut(&mut node) {
+                if let Node::Leaf(cells) = n {
+                    let mut v = std::mem::take(cells);
+                    for c in v.drain(..) {
+                        if let Value::Inline(b) = c.value {
+                            self.keep_value(&mut sp, b);
+                        }
+                    }
+                    if sp.leaves.len() < SPARE_BUFFERS {
+                        sp.leaves.push(v);
+                    }
+                } else {
+                    *n = Node::empty_leaf();
+                }
+                if sp.shells.len() < SPARE_BUFFERS {
+                    sp.shells.push(node);
+                }
+            }
+        }
+        if raw.len() == self.db.page_size
+            && Arc::get_mut(&mut raw).is_some()
+            && sp.buffers.len() < SPARE_BUFFERS
+        {
+            sp.buffers.push(raw);
+        }
+    }
+
+    /// Keep the buffer behind a replaced cell's value if it is a value
+    /// buffer (not a page image) and nothing else holds it.
+    fn keep_value(&self, sp: &mut Spare, b: Bytes) {
+        let Some(mut buf) = b.into_buffer() else {
+            return;
+        };
+        let Some(c) = value_class(buf.len(), self.db.page_size) else {
+            return;
+        };
+        if buf.len() != 1 << c || Arc::get_mut(&mut buf).is_none() {
+            return;
+        }
+        if sp.values.len() <= c {
+            sp.values.resize_with(c + 1, Vec::new);
+        }
+        if sp.values[c].len() < SPARE_BUFFERS {
+            sp.values[c].push(buf);
+        }
+    }
+
+    /// `node` in a shared allocation: a recycled one when there is one.
+    fn node_arc(&self, node: Node) -> Arc<Node> {
+        let shell = self.spare.lock().shells.pop();
+        match shell {
+            Some(mut a) => match Arc::get_mut(&mut a) {
+                Some(slot) => {
+                    *slot = node;
+                    a
+                }
+                None => Arc::new(node),
+            },
+            None => Arc::new(node),
+        }
+    }
+
+    /// Take back the collections of a finished write transaction.
+    fn keep_spare(&self, st: &mut WriteState) {
+        let mut sp = self.spare.lock();
+        let keep = |n: usize| n <= SPARE_CAPACITY;
+        macro_rules! take {
+            ($field:ident) => {
+                if keep(st.$field.capacity()) {
+                    st.$field.clear();
+                    sp.$field = std::mem::take(&mut st.$field);
+                }
+            };
+        }
+        take!(dirty);
+        take!(spilled);
+        take!(allocated);
+        take!(freed);
+        take!(pgnos);
+        take!(pages);
+    }
+
     /// Start a write transaction's page state (the caller holds the
     /// writer lock).
     pub fn begin_write(&self) -> Result<WriteState> {
@@ -834,16 +946,29 @@ impl Pager {
             let sh = self.shared.lock();
             (sh.header, sh.free.clone())
         };
+        let sp = {
+            let mut g = self.spare.lock();
+            let kept = Spare {
+                buffers: std::mem::take(&mut g.buffers),
+                leaves: std::mem::take(&mut g.leaves),
+                shells: std::mem::take(&mut g.shells),
+                values: std::mem::take(&mut g.values),
+                ..Spare::default()
+            };
+            std::mem::replace(&mut *g, kept)
+        };
         Ok(WriteState {
             txn: self.locks.begin_txn(header.fcc),
             orig_header: header,
             header,
-            dirty: PgnoMap::default(),
-            spilled: PgnoSet::default(),
-            freed: Vec::new(),
-            allocated: PgnoSet::default(),
+            dirty: sp.dirty,
+            spilled: sp.spilled,
+            freed: sp.freed,
+            allocated: sp.allocated,
             free,
             exclusive: false,
+            pgnos: sp.pgnos,
+            pages: sp.pages,
         })
     }
 
@@ -870,7 +995,7 @@ impl Pager {
             Dirty::Raw(r) | Dirty::Encoded(_, r) => Ok(r.clone()),
             Dirty::Node(n) => {
                 let base = self.base_image(st, pgno)?;
-                let mut out = zeroed_page(self.db.page_size);
+                let mut out = self.page_buffer();
                 self.format.encode(
                     pgno,
                     n,
@@ -937,7 +1062,9 @@ impl Pager {
         let _g = self.commit_lock.lock();
         self.transition(PagerState::Committing)?;
         let tid = st.txn.tid;
-        let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().filter(|&p| p != 1).collect();
+        let mut pgnos = std::mem::take(&mut st.pgnos);
+        pgnos.clear();
+        pgnos.extend(st.dirty.keys().copied().filter(|&p| p != 1));
         // Pages allocated and freed again by this transaction and never
         // written: the file must still cover the page count, so they are
         // written, zero-filled and unsealed (a free page, no transaction's
@@ -958,9 +1085,11 @@ impl Pager {
             .collect();
         free.sort_unstable();
         free.dedup();
-        let mut pages = Vec::with_capacity(pgnos.len() + 1);
-        let mut p1: Arc<[u8]> = Arc::from(&self.committed_raw(1, None)?[..]);
+        let mut pages = std::mem::take(&mut st.pages);
+        pages.clear();
+        let mut p1 = self.page_buffer();
         let b = unique(&mut p1)?;
+        b.copy_from_slice(&self.committed_raw(1, None)?);
         st.header.write_to(b);
         seal_page1(b);
         pages.push(PageImage { pgno: 1, data: p1 });
@@ -1010,7 +1139,7 @@ impl Pager {
             sh.cache.remove(p);
             sh.page_tid.insert(p, tid);
         }
-        for img in pages {
+        for img in pages.drain(..) {
             let node = match st.dirty.get(&img.pgno) {
                 Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => Some(n.clone()),
                 _ => None,
@@ -1025,8 +1154,11 @@ impl Pager {
                 },
             );
             drop(sh);
-            drop(evicted);
+            if let Some(old) = evicted {
+                self.recycle(old);
+            }
         }
+        (st.pgnos, st.pages) = (pgnos, pages);
         if st.header.page_count < st.orig_header.page_count {
             // The cache holds committed pages only, so nothing lies above
             // the count unless it shrank (a scan of every shard otherwise).
@@ -1177,6 +1309,46 @@ impl OriginalSource for Originals<'_> {
 /// A page image and, when asked for, its decoded node.
 type Loaded = (Arc<[u8]>, Option<Arc<Node>>);
 
+/// What a finished write transaction leaves for the next: its emptied
+/// collections and page buffers nobody else holds.
+#[derive(Default)]
+struct Spare {
+    dirty: PgnoMap<Dirty>,
+    spilled: PgnoSet,
+    allocated: PgnoSet,
+    freed: Vec<Pgno>,
+    pgnos: Vec<Pgno>,
+    pages: Vec<PageImage>,
+    buffers: Vec<Arc<[u8]>>,
+    /// Emptied leaf vectors and node allocations of replaced nodes.
+    leaves: Vec<Vec<LeafCell>>,
+    shells: Vec<Arc<Node>>,
+    /// Value buffers of replaced cells, by size class (`values[c]` holds
+    /// buffers of `1 << c` bytes).
+    values: Vec<Vec<Arc<[u8]>>>,
+}
+
+/// Smallest value-buffer class: 64 bytes (shorter values are inline).
+const MIN_VALUE_CLASS: u32 = 6;
+
+/// The size class of a value buffer for `len` bytes on `page_size`
+/// pages: a power of two below the page size (page images are not value
+/// buffers), or `None`.
+fn value_class(len: usize, page_size: usize) -> Option<usize> {
+    let c = len
+        .max(2)
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(MIN_VALUE_CLASS) as usize;
+    ((1usize << c) < page_size).then_some(c)
+}
+
+/// Page buffers kept for reuse at most.
+const SPARE_BUFFERS: usize = 8;
+
+/// Collections larger than this (a bulk transaction's) are not kept.
+const SPARE_CAPACITY: usize = 4096;
+
 /// A private dirty page.
 #[derive(Clone)]
 enum Dirty {
@@ -1203,6 +1375,9 @@ pub struct WriteState {
     /// The working in-memory free list (volatile free-list modes).
     free: Option<Vec<Pgno>>,
     exclusive: bool,
+    /// Commit scratch, kept with the transaction for reuse.
+    pgnos: Vec<Pgno>,
+    pages: Vec<PageImage>,
 }
 
 impl WriteState {
@@ -1234,6 +1409,12 @@ pub struct WritePages<R: Deref<Target = Pager> = Arc<Pager>> {
     pub pager: R,
     /// The transaction's state.
     pub st: WriteState,
+}
+
+impl<R: Deref<Target = Pager>> Drop for WritePages<R> {
+    fn drop(&mut self) {
+        self.pager.keep_spare(&mut self.st);
+    }
 }
 
 impl<R: Deref<Target = Pager>> WritePages<R> {
@@ -1330,8 +1511,30 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     fn put_node(&mut self, pgno: Pgno, node: Node) -> Result<()> {
         self.check_range(pgno)?;
         self.first_write(pgno)?;
-        self.st.dirty.insert(pgno, Dirty::Node(Arc::new(node)));
+        let node = self.pager.node_arc(node);
+        self.st.dirty.insert(pgno, Dirty::Node(node));
         self.maybe_spill()
+    }
+
+    fn value_bytes(&mut self, value: &[u8]) -> Bytes {
+        let ps = self.pager.db.page_size;
+        let Some(c) = value_class(value.len(), ps).filter(|_| value.len() > INLINE) else {
+            return Bytes::from(value);
+        };
+        let spare = self.pager.spare.lock().values.get_mut(c).and_then(Vec::pop);
+        let mut buf = match spare {
+            Some(b) => b,
+            None => zeroed_page(1 << c),
+        };
+        match Arc::get_mut(&mut buf) {
+            Some(bytes) => bytes[..value.len()].copy_from_slice(value),
+            None => return Bytes::from(value),
+        }
+        Bytes::in_buffer(buf, value.len()).unwrap_or_else(|| Bytes::from(value))
+    }
+
+    fn leaf_buffer(&mut self) -> Vec<LeafCell> {
+        self.pager.spare.lock().leaves.pop().unwrap_or_default()
     }
 
     fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
@@ -1345,7 +1548,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         }
         self.check_range(pgno)?;
         let base = self.pager.base_image(&self.st, pgno)?;
-        let mut out = zeroed_page(self.pager.db.page_size);
+        let mut out = self.pager.page_buffer();
         let ctx = EncodeCtx {
             page_size: self.pager.db.page_size,
             tid: self.st.txn.tid,
@@ -1361,9 +1564,8 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             return Ok(Some(node));
         }
         self.first_write(pgno)?;
-        self.st
-            .dirty
-            .insert(pgno, Dirty::Encoded(Arc::new(node), out));
+        let node = self.pager.node_arc(node);
+        self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
         self.maybe_spill()?;
         Ok(None)
     }

@@ -12,12 +12,13 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Pages in the floor file (floor.py's 160).
-const PAGES: u64 = 160;
+/// Pages in the floor file by default (floor.py's 160).
+pub const PAGES: u64 = 160;
 
 pub(super) struct FloorEngine {
     file: File,
     page_size: usize,
+    pages: u64,
     writes: AtomicU64,
     bytes: AtomicU64,
     reads: AtomicU64,
@@ -25,7 +26,7 @@ pub(super) struct FloorEngine {
 }
 
 impl FloorEngine {
-    pub(super) fn open(dir: &Path, page_size: usize) -> Result<Self, BenchError> {
+    pub(super) fn open(dir: &Path, page_size: usize, pages: u64) -> Result<Self, BenchError> {
         let path = dir.join(DB_FILE);
         let file = File::options()
             .read(true)
@@ -37,6 +38,7 @@ impl FloorEngine {
         Ok(FloorEngine {
             file,
             page_size,
+            pages,
             writes: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             reads: AtomicU64::new(0),
@@ -49,7 +51,7 @@ impl Engine for FloorEngine {
     fn settings(&self) -> Vec<(String, String)> {
         vec![
             ("page_size".into(), self.page_size.to_string()),
-            ("file_pages".into(), PAGES.to_string()),
+            ("file_pages".into(), self.pages.to_string()),
             (
                 "per write txn".into(),
                 "1 pwrite in place + 1 fdatasync".into(),
@@ -59,10 +61,19 @@ impl Engine for FloorEngine {
 
     fn load(&self, _w: &Workload) -> Result<(), BenchError> {
         // Allocate the whole file so every measured write is an overwrite.
-        let zero = vec![0u8; self.page_size * PAGES as usize];
+        // In chunks: a large file (`pages=`) needs no buffer of its size.
+        let zero = vec![0u8; self.page_size * 256];
+        let total = self.page_size as u64 * self.pages;
+        let mut at = 0;
+        while at < total {
+            let n = (total - at).min(zero.len() as u64) as usize;
+            self.file
+                .write_all_at(&zero[..n], at)
+                .map_err(|e| BenchError::Io("floor prefill".into(), e))?;
+            at += n as u64;
+        }
         self.file
-            .write_all_at(&zero, 0)
-            .and_then(|_| self.file.sync_all())
+            .sync_all()
             .map_err(|e| BenchError::Io("floor prefill".into(), e))
     }
 
@@ -104,7 +115,7 @@ impl Worker for FloorWorker<'_> {
         // writes the same pages.
         let key = txn.ops.first().map(|o| o.key as u64).unwrap_or(0);
         let page = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32 & 0xffff_ffff;
-        let off = (page % PAGES) * self.e.page_size as u64;
+        let off = (page % self.e.pages) * self.e.page_size as u64;
         let io = |what: &str, e| TxnError::Fatal(BenchError::Io(format!("floor {what}"), e));
         if txn.writes() {
             self.buf[0] = self.buf[0].wrapping_add(1);

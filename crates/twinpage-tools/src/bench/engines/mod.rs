@@ -6,7 +6,7 @@
 //! system), `sqlite:JOURNAL_MODE[,pragma=value...]` (`vfs=memdb`: SQLite's
 //! in-memory VFS),
 //! `redb[,durability=immediate|none]`, `lmdb[,sync=on|off]` or
-//! `floor[,page_size=N]`; see [`EngineSpec`].
+//! `floor[,page_size=N][,pages=N]`; see [`EngineSpec`].
 
 mod floor;
 mod lmdb;
@@ -48,6 +48,8 @@ pub enum EngineKind {
     Floor {
         /// Bytes per write.
         page_size: usize,
+        /// Pages in the file the writes land in (default 160).
+        pages: u64,
     },
 }
 
@@ -119,6 +121,7 @@ impl FromStr for EngineSpec {
             },
             "floor" => {
                 let mut page_size = 4096;
+                let mut pages = floor::PAGES;
                 for (k, v) in pairs(&mut parts)? {
                     match k.as_str() {
                         "page_size" => {
@@ -128,10 +131,17 @@ impl FromStr for EngineSpec {
                                 .filter(|n| *n >= 512)
                                 .ok_or_else(|| bad(format!("bad page_size {v:?}")))?
                         }
+                        "pages" => {
+                            pages = v
+                                .parse()
+                                .ok()
+                                .filter(|n| *n >= 1)
+                                .ok_or_else(|| bad(format!("bad pages {v:?}")))?
+                        }
                         _ => return Err(bad(format!("unknown floor option {k:?}"))),
                     }
                 }
-                EngineKind::Floor { page_size }
+                EngineKind::Floor { page_size, pages }
             }
             _ => {
                 return Err(bad(
@@ -238,7 +248,9 @@ pub fn open(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn Engine>, BenchError
         EngineKind::Sqlite(s) => Box::new(sqlite::SqliteEngine::open(dir, s.clone())?),
         EngineKind::Redb { durable } => Box::new(redb::RedbEngine::open(dir, *durable)?),
         EngineKind::Lmdb { sync } => Box::new(lmdb::LmdbEngine::open(dir, *sync)?),
-        EngineKind::Floor { page_size } => Box::new(floor::FloorEngine::open(dir, *page_size)?),
+        EngineKind::Floor { page_size, pages } => {
+            Box::new(floor::FloorEngine::open(dir, *page_size, *pages)?)
+        }
     })
 }
 

@@ -59,6 +59,10 @@ const WRITE_CHUNK: usize = 1 << 20;
 /// (comparing costs a committed image per page, cheap only when few).
 const SAME_IMAGE_MAX_PAGES: usize = 16;
 
+/// Index entries a log restart keeps (emptied) for the next generation;
+/// beyond this many pages it frees them.
+const KEEP_INDEX_ENTRIES: usize = 1 << 16;
+
 /// Settings of the `wal` mode, parsed from [`ModeOptions`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalOptions {
@@ -179,6 +183,11 @@ struct Writer {
     commit_written: bool,
     /// FCC recorded in page 1 of the database file.
     db_fcc: u64,
+    /// Scratch kept between commits: the pages a commit logs (indices
+    /// into its page set), the frames written, the write buffer.
+    which: Vec<usize>,
+    frames: Vec<(Pgno, u64)>,
+    buf: Vec<u8>,
 }
 
 impl Writer {
@@ -206,6 +215,9 @@ impl Writer {
             in_txn: false,
             commit_written: false,
             db_fcc: 0,
+            which: Vec::new(),
+            frames: Vec::new(),
+            buf: Vec::new(),
         };
         w.reseal();
         w
@@ -436,24 +448,30 @@ impl WalJournal {
 
     /// Append `pages` as frames (the last one a commit frame if `commit`
     /// gives the database size); returns (page, frame) pairs.
+    /// Append `pages[i]` for each `i` in `which` as frames; `out` receives
+    /// (page, frame) for each.
+    #[allow(clippy::too_many_arguments)]
     fn write_frames(
         &self,
         w: &mut Writer,
         db: &DbFile,
-        pages: &[&PageImage],
+        pages: &[PageImage],
+        which: &[usize],
         tid: u64,
         commit: Option<u32>,
-    ) -> Result<Vec<(Pgno, u64)>> {
+        out: &mut Vec<(Pgno, u64)>,
+    ) -> Result<()> {
         let ps = db.page_size;
         let fsz = FRAME_HEADER_SIZE + ps;
         let file = w.file.clone().expect("ensure_header opened the log");
         let per_write = (WRITE_CHUNK / fsz).max(1);
-        let mut out = Vec::with_capacity(pages.len());
+        out.clear();
         let mut chain = w.chain;
         let mut frame = w.next;
         let mut batch_start = frame;
-        let mut buf = Vec::with_capacity(per_write.min(pages.len()) * fsz);
-        for (i, p) in pages.iter().enumerate() {
+        let mut buf = std::mem::take(&mut w.buf);
+        buf.clear();
+        for (i, p) in which.iter().map(|&i| &pages[i]).enumerate() {
             if p.data.len() != ps || p.pgno == 0 {
                 return Err(Error::InvalidArgument(format!(
                     "page {} image of {} bytes for a {ps}-byte page",
@@ -461,7 +479,7 @@ impl WalJournal {
                     p.data.len()
                 )));
             }
-            let last = i + 1 == pages.len();
+            let last = i + 1 == which.len();
             let fh = FrameHeader {
                 pgno: p.pgno,
                 commit_size: if last { commit.unwrap_or(0) } else { 0 },
@@ -491,7 +509,8 @@ impl WalJournal {
         }
         w.next = frame;
         w.chain = chain;
-        Ok(out)
+        w.buf = buf;
+        Ok(())
     }
 
     /// Restart the log if everything is checkpointed, no transaction has
@@ -516,7 +535,13 @@ impl WalJournal {
         w.new_generation(base);
         {
             let mut idx = self.idx.write();
-            idx.versions.clear();
+            if idx.versions.len() > KEEP_INDEX_ENTRIES {
+                idx.versions.clear();
+            } else {
+                // Emptied, not removed: the next generation reuses the
+                // entries and their vectors (an empty list is no version).
+                idx.versions.values_mut().for_each(Vec::clear);
+            }
             idx.pending.clear();
             idx.pending_tid = 0;
         }
@@ -669,37 +694,38 @@ impl WalJournal {
     /// (the full left half of an appending split, which SQLite's
     /// balance-quick never touches). Spilled pages are always logged: their
     /// pending frame is not the committed image.
-    fn pages_to_log<'a>(&self, set: &'a CommitSet<'_>) -> Result<Vec<&'a PageImage>> {
-        let pending: Vec<Pgno> = self.idx.read().pending.keys().copied().collect();
+    /// The pages of `set` a commit logs, as indices into `set.pages`.
+    fn pages_to_log(&self, set: &CommitSet<'_>, out: &mut Vec<usize>) -> Result<()> {
         let mut prev = *set.prev_header;
         prev.fcc = set.header.fcc;
         let header_same = prev == *set.header;
         let compare = set.pages.len() <= SAME_IMAGE_MAX_PAGES;
-        let mut out = Vec::with_capacity(set.pages.len());
+        out.clear();
         let mut page1 = None;
-        for p in set.pages {
-            if pending.contains(&p.pgno) {
-                out.push(p);
+        for (i, p) in set.pages.iter().enumerate() {
+            let spilled = self.idx.read().pending.contains_key(&p.pgno);
+            if spilled {
+                out.push(i);
             } else if p.pgno == 1 {
-                page1 = Some(p);
+                page1 = Some(i);
                 if !header_same {
-                    out.push(p);
+                    out.push(i);
                 }
             } else if !(compare
                 && p.pgno <= set.orig_page_count
                 && *set.originals.original(p.pgno)? == *p.data)
             {
-                out.push(p);
+                out.push(i);
             }
         }
         if out.is_empty() {
             // The commit frame has to be some page.
-            match page1.or(set.pages.first()) {
-                Some(p) => out.push(p),
+            match page1.or((!set.pages.is_empty()).then_some(0)) {
+                Some(i) => out.push(i),
                 None => return Err(Error::InvalidArgument("commit without pages".into())),
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn read_frame(file: &Arc<dyn VfsFile>, frame: u64, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
@@ -880,21 +906,26 @@ impl Journal for WalJournal {
             return Ok(());
         }
         let mut w = self.w.lock();
-        let pages: Vec<&PageImage> = set.pages.iter().collect();
-        self.begin_append(&mut w, db, pages.len() as u64, set.tid, set.oldest_snapshot)?;
-        let frames = self.write_frames(&mut w, db, &pages, set.tid, None)?;
+        let (mut which, mut frames) = (std::mem::take(&mut w.which), std::mem::take(&mut w.frames));
+        which.clear();
+        which.extend(0..set.pages.len());
+        self.begin_append(&mut w, db, which.len() as u64, set.tid, set.oldest_snapshot)?;
+        self.write_frames(&mut w, db, set.pages, &which, set.tid, None, &mut frames)?;
         let mut idx = self.idx.write();
         idx.pending_tid = set.tid;
-        idx.pending.extend(frames);
+        idx.pending.extend(frames.iter().copied());
+        (w.which, w.frames) = (which, frames);
         Ok(())
     }
 
     fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         let mut w = self.w.lock();
-        let pages = self.pages_to_log(set)?;
-        self.begin_append(&mut w, db, pages.len() as u64, set.tid, set.oldest_snapshot)?;
+        let (mut which, mut frames) = (std::mem::take(&mut w.which), std::mem::take(&mut w.frames));
+        self.pages_to_log(set, &mut which)?;
+        self.begin_append(&mut w, db, which.len() as u64, set.tid, set.oldest_snapshot)?;
         w.commit_written = true;
-        let frames = self.write_frames(&mut w, db, &pages, set.tid, Some(set.new_page_count))?;
+        let commit = Some(set.new_page_count);
+        self.write_frames(&mut w, db, set.pages, &which, set.tid, commit, &mut frames)?;
         if self.sync >= Synchronous::Full && !self.faults.skip_journal_sync {
             w.file.as_ref().expect("log is open").sync_data()?;
             w.synced = w.next;
@@ -902,11 +933,14 @@ impl Journal for WalJournal {
         // Publish: from here on readers with a new enough snapshot see it.
         {
             let mut idx = self.idx.write();
-            let mut newest = std::mem::take(&mut idx.pending);
-            newest.extend(frames);
-            for (pg, f) in newest {
+            let Index {
+                pending, versions, ..
+            } = &mut *idx;
+            // Spilled frames, overridden by the commit's own (the newest).
+            pending.extend(frames.iter().copied());
+            for (pg, f) in pending.drain() {
                 if pg <= set.new_page_count {
-                    idx.versions.entry(pg).or_default().push(Version {
+                    versions.entry(pg).or_default().push(Version {
                         tid: set.tid,
                         frame: f,
                     });
@@ -914,6 +948,7 @@ impl Journal for WalJournal {
             }
             idx.pending_tid = 0;
         }
+        (w.which, w.frames) = (which, frames);
         let end = w.next;
         w.commits.push(CommitRec {
             tid: set.tid,
