@@ -118,6 +118,16 @@ fn write(
         fits,
         r.err()
     );
+    // Every byte of the page is written: a buffer that held something
+    // else (the pager recycles page buffers) encodes to the same image.
+    if fits {
+        let mut dirty = vec![0xA5u8; ps];
+        prop_assert!(fmt.encode(5, node, base, &ctx, &mut dirty).is_ok());
+        prop_assert!(dirty == out, "{}: encode left stale bytes", fmt.name());
+        let mut dirty = vec![0x5Au8; ps];
+        prop_assert!(fmt.encode_if_fits(5, node, base, &ctx, &mut dirty)?);
+        prop_assert!(dirty == out, "{}: encode_if_fits left stale bytes", fmt.name());
+    }
     Ok(fits.then_some(out))
 }
 

@@ -151,7 +151,11 @@ fn encode(pgno: Pgno, node: &Node, ctx: &EncodeCtx, reserve: usize, out: &mut [u
             "node for page {pgno} does not fit a {ps}-byte page"
         )));
     }
-    out.fill(0);
+    // Every byte is written below except the gap between the offsets and
+    // the cells (and the reserved trailer): only those are zeroed, not
+    // the whole page (the buffer may be a recycled one).
+    out[..HEADER].fill(0);
+    out[ps - reserve..].fill(0);
     let mut end = ps - reserve;
     match node {
         Node::Leaf(cells) => {
@@ -174,6 +178,7 @@ fn encode(pgno: Pgno, node: &Node, ctx: &EncodeCtx, reserve: usize, out: &mut [u
             }
         }
     }
+    out[HEADER + 2 * node.len()..end].fill(0);
     out[2..4].copy_from_slice(&(node.len() as u16).to_be_bytes());
     out[4..8].copy_from_slice(&(end as u32).to_be_bytes());
     if ctx.checksums {

@@ -826,17 +826,16 @@ impl Pager {
         self.journal.stats()
     }
 
-    /// A page-sized buffer, zero-filled: a recycled one when there is one.
+    /// A page-sized buffer for the caller to overwrite whole (an encoder,
+    /// a page copy, a read): a recycled one when there is one, so its
+    /// bytes are whatever it held.
     fn page_buffer(&self) -> Arc<[u8]> {
         let spare = self.spare.lock().buffers.pop();
         match spare {
-            Some(mut b) => {
-                if let Some(bytes) = Arc::get_mut(&mut b) {
-                    bytes.fill(0);
-                    return b;
-                }
-                zeroed_page(self.db.page_size)
-            }
+            Some(mut b) => match Arc::get_mut(&mut b) {
+                Some(_) => b,
+                None => zeroed_page(self.db.page_size),
+            },
             None => zeroed_page(self.db.page_size),
         }
     }
