@@ -126,7 +126,11 @@ fn write(
         prop_assert!(dirty == out, "{}: encode left stale bytes", fmt.name());
         let mut dirty = vec![0x5Au8; ps];
         prop_assert!(fmt.encode_if_fits(5, node, base, &ctx, &mut dirty)?);
-        prop_assert!(dirty == out, "{}: encode_if_fits left stale bytes", fmt.name());
+        prop_assert!(
+            dirty == out,
+            "{}: encode_if_fits left stale bytes",
+            fmt.name()
+        );
     }
     Ok(fits.then_some(out))
 }
