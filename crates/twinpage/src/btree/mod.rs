@@ -572,7 +572,11 @@ fn modify<P: PageWrite + ?Sized>(
                     let old = std::mem::replace(&mut cells[i].value, new);
                     free_value(p, &old)?;
                     let last = i + 1 == cells.len();
-                    Ok((true, store(p, pgno, Node::Leaf(cells), last, depth == 0)?))
+                    let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0)?;
+                    if placed.first == pgno && placed.split.is_none() {
+                        p.note_change(pgno, i);
+                    }
+                    Ok((true, placed))
                 }
                 (Op::Put(v), Err(i)) => {
                     let mut cells = copy_cells(p, cells);

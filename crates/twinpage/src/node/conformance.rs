@@ -153,6 +153,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         let nodes = node_strategy(fmt, ps);
         // 1 and 2 on a fresh page; 4 and 1 over a committed image.
         let (fresh, over) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let patches = AtomicUsize::new(0);
         runner(192)
             .run(&(nodes.clone(), nodes), |(old, new)| {
                 let Some(page) = write(fmt, ps, &old, None, 7)? else {
@@ -183,6 +184,40 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                         );
                     }
                 }
+                // One cell's value changed, nothing else: a format that
+                // patches its image must produce what a full encode reads
+                // as the new node; one that declines must say so.
+                if let Node::Leaf(cells) = &old {
+                    if let Some(i) = cells
+                        .iter()
+                        .position(|c| matches!(c.value, Value::Inline(_)))
+                    {
+                        let mut cells2 = cells.clone();
+                        if let Value::Inline(v) = &cells2[i].value {
+                            let flipped: Vec<u8> = v.iter().map(|b| b ^ 0x5A).collect();
+                            cells2[i].value = Value::Inline(flipped.into());
+                        }
+                        let changed = Node::Leaf(cells2);
+                        let ctx = enc(ps, 8);
+                        let mut out = vec![0xEEu8; ps];
+                        let patched = fmt
+                            .encode_changed(5, &changed, &page, i, &ctx, &mut out)
+                            .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
+                        if patched {
+                            let got = fmt
+                                .decode(5, &out, &dec(ps, 8))
+                                .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
+                            prop_assert_eq!(
+                                &got,
+                                &changed,
+                                "{}: patched cell at {}",
+                                fmt.name(),
+                                ps
+                            );
+                            patches.fetch_add(1, Relaxed);
+                        }
+                    }
+                }
                 // The root's last resort fits over anything.
                 let empty = Node::Interior {
                     cells: Vec::new(),
@@ -194,6 +229,13 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
             .unwrap();
         // The generator must exercise the properties, not skip them.
         let (fresh, over) = (fresh.into_inner(), over.into_inner());
+        // The slotted formats patch a changed cell in place.
+        let patches = patches.into_inner();
+        assert!(
+            fmt.name() != "slotted" || patches >= 16,
+            "{} at {ps}: only {patches} in-place patches",
+            fmt.name()
+        );
         assert!(
             fresh >= 64 && over >= 16,
             "{} at {ps}: only {fresh} round trips and {over} overwrites of 192 cases",

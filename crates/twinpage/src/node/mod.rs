@@ -195,6 +195,27 @@ pub trait NodeFormat: Send + Sync {
         Ok(true)
     }
 
+    /// Encode `node` when it is the page's committed content `base`
+    /// (which this format wrote) with only leaf cell `changed` replaced
+    /// under the same key: a format may patch a copy of `base` instead of
+    /// encoding every cell. `Ok(false)`, with `out` unspecified, declines
+    /// (the caller encodes in full); the image must be one [`decode`]
+    /// reads back as `node`.
+    ///
+    /// [`decode`]: NodeFormat::decode
+    fn encode_changed(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: &[u8],
+        changed: usize,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<bool> {
+        let _ = (pgno, node, base, changed, ctx, out);
+        Ok(false)
+    }
+
     /// Largest key the format accepts for this page size.
     fn max_key_len(&self, page_size: usize) -> usize;
 

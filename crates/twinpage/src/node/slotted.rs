@@ -187,6 +187,57 @@ fn encode(pgno: Pgno, node: &Node, ctx: &EncodeCtx, reserve: usize, out: &mut [u
     Ok(())
 }
 
+/// [`NodeFormat::encode_changed`]: when the changed leaf cell encodes to
+/// as many bytes as the one it replaces (the same key, a value of the same
+/// size), the page is `base` with that cell's bytes rewritten in place,
+/// the reserved trailer cleared and the checksum renewed. Anything else
+/// declines.
+fn encode_changed(
+    pgno: Pgno,
+    node: &Node,
+    base: &[u8],
+    changed: usize,
+    ctx: &EncodeCtx,
+    reserve: usize,
+    out: &mut [u8],
+) -> bool {
+    let ps = ctx.page_size;
+    let Node::Leaf(cells) = node else {
+        return false;
+    };
+    if base.len() != ps || out.len() != ps || ps < HEADER || base[0] != LEAF {
+        return false;
+    }
+    let n = be_u16(base, 2);
+    let Some(cell) = cells.get(changed) else {
+        return false;
+    };
+    if n != cells.len() || HEADER + 2 * n > ps {
+        return false;
+    }
+    let off = be_u16(base, HEADER + 2 * changed);
+    let content = be_u32(base, 4) as usize;
+    if off < content || off >= ps - reserve {
+        return false;
+    }
+    let mut r = Reader::new(base, off, ps - reserve, pgno);
+    let max_key = SlottedFormat.max_key_len(ps);
+    let same_key = r
+        .leaf_key(changed, max_key)
+        .is_ok_and(|k| k == &cell.key[..]);
+    let len = cell::leaf_len(cell);
+    if !same_key || r.pos - off != len {
+        return false;
+    }
+    out.copy_from_slice(base);
+    cell::put_leaf(out, off, cell);
+    out[ps - reserve..].fill(0);
+    if ctx.checksums {
+        seal_tree(pgno, out);
+    }
+    true
+}
+
 /// A free page holds the last image this format wrote there (a tree page
 /// or a raw page, checksum intact) or was never written.
 fn check_free(pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
@@ -253,6 +304,20 @@ macro_rules! slotted_impl {
                 out: &mut [u8],
             ) -> Result<()> {
                 encode(pgno, node, ctx, $reserve, out)
+            }
+
+            fn encode_changed(
+                &self,
+                pgno: Pgno,
+                node: &Node,
+                base: &[u8],
+                changed: usize,
+                ctx: &EncodeCtx,
+                out: &mut [u8],
+            ) -> Result<bool> {
+                Ok(encode_changed(
+                    pgno, node, base, changed, ctx, $reserve, out,
+                ))
             }
 
             fn max_key_len(&self, page_size: usize) -> usize {

@@ -928,6 +928,7 @@ impl Pager {
         take!(freed);
         take!(pgnos);
         take!(pages);
+        take!(changed);
     }
 
     /// Start a write transaction's page state (the caller holds the
@@ -968,6 +969,7 @@ impl Pager {
             exclusive: false,
             pgnos: sp.pgnos,
             pages: sp.pages,
+            changed: sp.changed,
         })
     }
 
@@ -993,6 +995,9 @@ impl Pager {
             // Sealed when it was put (`put_raw`): handed on as it is.
             Dirty::Raw(r) | Dirty::Encoded(_, r) => Ok(r.clone()),
             Dirty::Node(n) => {
+                if let Some(out) = self.encode_changed(st, pgno, n, tid)? {
+                    return Ok(out);
+                }
                 let base = self.base_image(st, pgno)?;
                 let mut out = self.page_buffer();
                 self.format.encode(
@@ -1009,6 +1014,46 @@ impl Pager {
                 Ok(out)
             }
         }
+    }
+
+    /// The page patched from its committed image when the transaction
+    /// changed one leaf cell of it (and nothing else) and that image is
+    /// cached with its decoded node, i.e. it was verified when read: a
+    /// patch must not seal damage it never checked.
+    fn encode_changed(
+        &self,
+        st: &WriteState,
+        pgno: Pgno,
+        node: &Node,
+        tid: u64,
+    ) -> Result<Option<Arc<[u8]>>> {
+        let Some(&cell) = st.changed.get(&pgno) else {
+            return Ok(None);
+        };
+        if cell == CHANGED_MORE
+            || st.spilled.contains(&pgno)
+            || st.allocated.contains(&pgno)
+            || pgno > st.orig_header.page_count
+        {
+            return Ok(None);
+        }
+        let base = {
+            let sh = self.cache.read(pgno);
+            match sh.cache.get(pgno) {
+                Some(p) if p.node.is_some() => p.raw.clone(),
+                _ => return Ok(None),
+            }
+        };
+        let mut out = self.page_buffer();
+        let ctx = EncodeCtx {
+            page_size: self.db.page_size,
+            tid,
+            checksums: self.sums,
+        };
+        let done = self
+            .format
+            .encode_changed(pgno, node, &base, cell, &ctx, unique(&mut out)?)?;
+        Ok(done.then_some(out))
     }
 
     fn take_exclusive(&self, st: &mut WriteState) -> Result<()> {
@@ -1318,6 +1363,7 @@ struct Spare {
     freed: Vec<Pgno>,
     pgnos: Vec<Pgno>,
     pages: Vec<PageImage>,
+    changed: PgnoMap<usize>,
     buffers: Vec<Arc<[u8]>>,
     /// Emptied leaf vectors and node allocations of replaced nodes.
     leaves: Vec<Vec<LeafCell>>,
@@ -1377,7 +1423,13 @@ pub struct WriteState {
     /// Commit scratch, kept with the transaction for reuse.
     pgnos: Vec<Pgno>,
     pages: Vec<PageImage>,
+    /// Per dirty tree page, the one leaf cell in which it differs from
+    /// its committed image (`PageWrite::note_change`), or [`CHANGED_MORE`].
+    changed: PgnoMap<usize>,
 }
+
+/// A page the transaction changed in more than one cell or step.
+const CHANGED_MORE: usize = usize::MAX;
 
 impl WriteState {
     /// Pages currently dirty in memory.
@@ -1430,6 +1482,16 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
             return Ok(());
         }
         self.pager.locks.before_write(&self.st.txn, pgno)
+    }
+
+    /// Before `pgno` is put: a page put a second time (or freed) has no
+    /// single changed cell any more.
+    fn mark_put(&mut self, pgno: Pgno) {
+        if self.st.dirty.contains_key(&pgno) {
+            self.st.changed.insert(pgno, CHANGED_MORE);
+        } else {
+            self.st.changed.remove(&pgno);
+        }
     }
 
     fn maybe_spill(&mut self) -> Result<()> {
@@ -1510,6 +1572,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     fn put_node(&mut self, pgno: Pgno, node: Node) -> Result<()> {
         self.check_range(pgno)?;
         self.first_write(pgno)?;
+        self.mark_put(pgno);
         let node = self.pager.node_arc(node);
         self.st.dirty.insert(pgno, Dirty::Node(node));
         self.maybe_spill()
@@ -1530,6 +1593,10 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             None => return Bytes::from(value),
         }
         Bytes::in_buffer(buf, value.len()).unwrap_or_else(|| Bytes::from(value))
+    }
+
+    fn note_change(&mut self, pgno: Pgno, cell: usize) {
+        self.st.changed.entry(pgno).or_insert(cell);
     }
 
     fn leaf_buffer(&mut self) -> Vec<LeafCell> {
@@ -1563,6 +1630,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             return Ok(Some(node));
         }
         self.first_write(pgno)?;
+        self.mark_put(pgno);
         let node = self.pager.node_arc(node);
         self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
         self.maybe_spill()?;
@@ -1572,6 +1640,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
         self.check_range(pgno)?;
         self.first_write(pgno)?;
+        self.st.changed.insert(pgno, CHANGED_MORE);
         if data.len() != self.pager.db.page_size {
             return Err(Error::InvalidArgument(format!(
                 "page image of {} bytes for a {}-byte page",
@@ -1621,6 +1690,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             ));
         }
         self.first_write(pgno)?;
+        self.st.changed.insert(pgno, CHANGED_MORE);
         self.st.dirty.remove(&pgno);
         self.st.freed.push(pgno);
         Ok(())
