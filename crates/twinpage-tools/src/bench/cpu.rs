@@ -133,9 +133,9 @@ fn sqlite_baseline(memory: bool) -> &'static str {
     }
 }
 
-fn spec(a_op: Operation, rows: u64, ops: u64, record_size: usize, seed: u64) -> WorkloadSpec {
+fn spec(op: Operation, rows: u64, ops: u64, record_size: usize, seed: u64) -> WorkloadSpec {
     WorkloadSpec {
-        op: a_op,
+        op,
         txns: ops,
         prefill: rows,
         record_size,
@@ -343,9 +343,9 @@ fn parse_count(c: Counter, stderr: &str) -> Option<u64> {
 
 /// The child: load, then (with `--measure`) run the operations.
 pub fn child(a: &CpuChildArgs) -> Result<(), BenchError> {
-    let spec: EngineSpec = a.engine.parse()?;
-    let w = Workload::generate(&spec_of(a))?;
-    let engine = engines::open(&spec, &a.dir)?;
+    let engine_spec: EngineSpec = a.engine.parse()?;
+    let w = Workload::generate(&spec(a.op, a.rows, a.ops, a.record_size, a.seed))?;
+    let engine = engines::open(&engine_spec, &a.dir)?;
     engine.load(&w)?;
     if a.measure {
         let mut wk = engine.worker(&w)?;
@@ -357,10 +357,6 @@ pub fn child(a: &CpuChildArgs) -> Result<(), BenchError> {
         }
     }
     engine.close()
-}
-
-fn spec_of(a: &CpuChildArgs) -> WorkloadSpec {
-    spec(a.op, a.rows, a.ops, a.record_size, a.seed)
 }
 
 #[cfg(test)]

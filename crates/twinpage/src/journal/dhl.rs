@@ -547,7 +547,8 @@ impl Journal for DhlJournal {
         // the mark, and W counts live pages only. The invalidation is a
         // second write of the page in T: the commit is ordered, as for
         // any rewritten page.
-        let doomed: Vec<Pgno> = st.written.iter().copied().filter(|&p| is_free(p)).collect();
+        let mut doomed: Vec<Pgno> = st.written.iter().copied().filter(|&p| is_free(p)).collect();
+        doomed.sort_unstable();
         let body = || set.pages.iter().filter(|p| p.pgno != 1);
         let mut fillers = 0;
         for p in body() {

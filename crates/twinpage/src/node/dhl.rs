@@ -179,9 +179,6 @@ fn row_at(i: usize, slot: usize) -> usize {
     ROWS_AT + ROW_LEN * i + 2 * slot
 }
 
-/// One cell of a parsed version: offset, length, key (borrowed).
-type Extent<'a> = (usize, usize, &'a [u8]);
-
 fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
     Error::corrupt("database", pgno, what)
 }
@@ -247,18 +244,6 @@ fn spans_into(
     Ok(())
 }
 
-/// [`spans_into`] as a new vector of (offset, length, key).
-fn extents<'a>(
-    pgno: Pgno,
-    page: &'a [u8],
-    h: &SlotHeader,
-    max_key: usize,
-) -> Result<Vec<Extent<'a>>> {
-    let mut spans = Vec::new();
-    spans_into(pgno, page, h, max_key, &mut spans)?;
-    Ok(spans.iter().map(|c| (c.0, c.1, &page[c.2..c.3])).collect())
-}
-
 /// The checksum of version `h` does not match: a torn write or damage.
 fn crc_mismatch(pgno: Pgno, h: &SlotHeader) -> Error {
     corrupt(
@@ -309,30 +294,42 @@ fn version_crc(
     crc32c::crc32c_append(crc, &buf[..fill])
 }
 
-/// Parse the cells of version `h` and compute its checksum.
-fn parse_version<'a>(
+/// Parse the cells of version `h` into `out` and compute its checksum.
+fn parse_version_into(
     pgno: Pgno,
-    page: &'a [u8],
+    page: &[u8],
     h: &SlotHeader,
     max_key: usize,
-) -> Result<(Vec<Extent<'a>>, u32)> {
-    let cells = extents(pgno, page, h, max_key)?;
-    let crc = version_crc(pgno, page, h.slot, cells.iter().map(|c| (c.0, c.1)));
-    Ok((cells, crc))
+    out: &mut Vec<Span>,
+) -> Result<u32> {
+    spans_into(pgno, page, h, max_key, out)?;
+    Ok(version_crc(
+        pgno,
+        page,
+        h.slot,
+        out.iter().map(|c| (c.0, c.1)),
+    ))
 }
 
-/// Parse and verify version `h`: a checksum mismatch (a torn write or
-/// damage) is corruption.
-fn verified<'a>(
+/// Parse and verify version `h` into `out`: a checksum mismatch (a torn
+/// write or damage) is corruption.
+fn verify_into(
     pgno: Pgno,
-    page: &'a [u8],
+    page: &[u8],
     h: &SlotHeader,
     max_key: usize,
-) -> Result<Vec<Extent<'a>>> {
-    let (cells, crc) = parse_version(pgno, page, h, max_key)?;
-    if crc != h.crc {
+    out: &mut Vec<Span>,
+) -> Result<()> {
+    if parse_version_into(pgno, page, h, max_key, out)? != h.crc {
         return Err(crc_mismatch(pgno, h));
     }
+    Ok(())
+}
+
+/// [`verify_into`] a new vector.
+fn verified(pgno: Pgno, page: &[u8], h: &SlotHeader, max_key: usize) -> Result<Vec<Span>> {
+    let mut cells = Vec::new();
+    verify_into(pgno, page, h, max_key, &mut cells)?;
     Ok(cells)
 }
 
@@ -421,7 +418,7 @@ impl DhlFormat {
         // out. Verifying both headers turns damage to the visible header's
         // TID or magic into an error instead of a silent fallback to the
         // older version.
-        let mut checked: [Option<Vec<Extent<'_>>>; 2] = [None, None];
+        let mut checked: [Option<Vec<Span>>; 2] = [None, None];
         for s in 0..2 {
             match page[s * SLOT_LEN] {
                 0 => {}
@@ -466,13 +463,17 @@ impl DhlFormat {
         };
         let cells = match checked[h.slot].take() {
             Some(c) => c,
-            None => extents(pgno, page, &h, max_key)?,
+            None => {
+                let mut c = Vec::new();
+                spans_into(pgno, page, &h, max_key, &mut c)?;
+                c
+            }
         };
         if h.kind == LEAF {
             let mut out: Vec<LeafCell> = Vec::with_capacity(cells.len());
-            for (i, (off, _, _)) in cells.iter().enumerate() {
+            for (i, &(off, ..)) in cells.iter().enumerate() {
                 out.push(
-                    Reader::new(page, *off, page.len(), pgno)
+                    Reader::new(page, off, page.len(), pgno)
                         .sharing(share)
                         .leaf(i, max_key)?,
                 );
@@ -480,9 +481,9 @@ impl DhlFormat {
             Ok(Node::Leaf(out))
         } else {
             let mut out: Vec<InteriorCell> = Vec::with_capacity(cells.len());
-            for (i, (off, _, _)) in cells.iter().enumerate() {
+            for (i, &(off, ..)) in cells.iter().enumerate() {
                 out.push(
-                    Reader::new(page, *off, page.len(), pgno)
+                    Reader::new(page, off, page.len(), pgno)
                         .sharing(share)
                         .interior(i, max_key)?,
                 );
@@ -570,11 +571,9 @@ impl DhlFormat {
             ));
         };
         let max_key = self.max_key_len(ps);
-        spans_into(at, base, &vh, max_key, spans)?;
-        if pgno.is_some()
-            && version_crc(at, base, vh.slot, spans.iter().map(|c| (c.0, c.1))) != vh.crc
-        {
-            return Err(crc_mismatch(at, &vh));
+        match pgno {
+            Some(p) => verify_into(p, base, &vh, max_key, spans)?,
+            None => spans_into(at, base, &vh, max_key, spans)?,
         }
         let rows_end = ROWS_AT + ROW_LEN * vh.n.max(n);
         if rows_end > ps || spans.iter().any(|c| c.0 < rows_end) {
@@ -819,15 +818,7 @@ impl DhlFormat {
         h.page_count = rec.page_count;
         write_slot(page, &h);
         let max_key = self.max_key_len(page.len());
-        h.crc = with_scratch(|sc| -> Result<u32> {
-            spans_into(pgno, page, &h, max_key, &mut sc.spans)?;
-            Ok(version_crc(
-                pgno,
-                page,
-                h.slot,
-                sc.spans.iter().map(|c| (c.0, c.1)),
-            ))
-        })?;
+        h.crc = with_scratch(|sc| parse_version_into(pgno, page, &h, max_key, &mut sc.spans))?;
         write_slot(page, &h);
         pagesum::seal(pgno, page, PAGE_SUM_AT);
         Ok(true)
@@ -1148,7 +1139,7 @@ mod tests {
         // 1 and free space changed.
         let h1 = read_slot(&p1, 0).unwrap();
         let cells1 = verified(7, &p1, &h1, 100).unwrap();
-        for (off, len, _) in cells1 {
+        for (off, len, ..) in cells1 {
             assert_eq!(p1[off..off + len], p2[off..off + len]);
         }
         assert_eq!(p1[..SLOT_LEN], p2[..SLOT_LEN]);

@@ -40,6 +40,9 @@
 
 mod cache;
 mod freelist;
+mod spare;
+
+use spare::Spare;
 
 pub use cache::{CachedPage, PageCache, ShardedCache};
 
@@ -52,8 +55,7 @@ use crate::journal::{
     registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, FreeListPolicy, Journal,
     ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
 };
-use crate::node::bytes::INLINE;
-use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat, Value};
+use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat};
 use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::Mutex;
@@ -660,6 +662,14 @@ impl Pager {
         }
     }
 
+    fn encode_ctx(&self, tid: u64) -> EncodeCtx {
+        EncodeCtx {
+            page_size: self.db.page_size,
+            tid,
+            checksums: self.sums,
+        }
+    }
+
     fn decode_ctx(&self, committed_tid: u64) -> DecodeCtx {
         DecodeCtx {
             page_size: self.db.page_size,
@@ -826,111 +836,6 @@ impl Pager {
         self.journal.stats()
     }
 
-    /// A page-sized buffer for the caller to overwrite whole (an encoder,
-    /// a page copy, a read): a recycled one when there is one, so its
-    /// bytes are whatever it held.
-    fn page_buffer(&self) -> Arc<[u8]> {
-        let spare = self.spare.lock().buffers.pop();
-        match spare {
-            Some(mut b) => match Arc::get_mut(&mut b) {
-                Some(_) => b,
-                None => zeroed_page(self.db.page_size),
-            },
-            None => zeroed_page(self.db.page_size),
-        }
-    }
-
-    /// Keep the page buffer of a cache entry that was replaced, if nothing
-    /// else holds it (a decoded node may still point into it).
-    fn recycle(&self, old: CachedPage) {
-        let CachedPage { mut raw, node } = old;
-        let mut sp = self.spare.lock();
-        if let Some(mut node) = node {
-            // The node's allocation and its leaf vector, if nothing else
-            // holds them; the cells' own references go now.
-            if let Some(n) = Arc::get_mut(&mut node) {
-                if let Node::Leaf(cells) = n {
-                    let mut v = std::mem::take(cells);
-                    for c in v.drain(..) {
-                        if let Value::Inline(b) = c.value {
-                            self.keep_value(&mut sp, b);
-                        }
-                    }
-                    if sp.leaves.len() < SPARE_BUFFERS {
-                        sp.leaves.push(v);
-                    }
-                } else {
-                    *n = Node::empty_leaf();
-                }
-                if sp.shells.len() < SPARE_BUFFERS {
-                    sp.shells.push(node);
-                }
-            }
-        }
-        if raw.len() == self.db.page_size
-            && Arc::get_mut(&mut raw).is_some()
-            && sp.buffers.len() < SPARE_BUFFERS
-        {
-            sp.buffers.push(raw);
-        }
-    }
-
-    /// Keep the buffer behind a replaced cell's value if it is a value
-    /// buffer (not a page image) and nothing else holds it.
-    fn keep_value(&self, sp: &mut Spare, b: Bytes) {
-        let Some(mut buf) = b.into_buffer() else {
-            return;
-        };
-        let Some(c) = value_class(buf.len(), self.db.page_size) else {
-            return;
-        };
-        if buf.len() != 1 << c || Arc::get_mut(&mut buf).is_none() {
-            return;
-        }
-        if sp.values.len() <= c {
-            sp.values.resize_with(c + 1, Vec::new);
-        }
-        if sp.values[c].len() < SPARE_BUFFERS {
-            sp.values[c].push(buf);
-        }
-    }
-
-    /// `node` in a shared allocation: a recycled one when there is one.
-    fn node_arc(&self, node: Node) -> Arc<Node> {
-        let shell = self.spare.lock().shells.pop();
-        match shell {
-            Some(mut a) => match Arc::get_mut(&mut a) {
-                Some(slot) => {
-                    *slot = node;
-                    a
-                }
-                None => Arc::new(node),
-            },
-            None => Arc::new(node),
-        }
-    }
-
-    /// Take back the collections of a finished write transaction.
-    fn keep_spare(&self, st: &mut WriteState) {
-        let mut sp = self.spare.lock();
-        let keep = |n: usize| n <= SPARE_CAPACITY;
-        macro_rules! take {
-            ($field:ident) => {
-                if keep(st.$field.capacity()) {
-                    st.$field.clear();
-                    sp.$field = std::mem::take(&mut st.$field);
-                }
-            };
-        }
-        take!(dirty);
-        take!(spilled);
-        take!(allocated);
-        take!(freed);
-        take!(pgnos);
-        take!(pages);
-        take!(changed);
-    }
-
     /// Start a write transaction's page state (the caller holds the
     /// writer lock).
     pub fn begin_write(&self) -> Result<WriteState> {
@@ -946,17 +851,7 @@ impl Pager {
             let sh = self.shared.lock();
             (sh.header, sh.free.clone())
         };
-        let sp = {
-            let mut g = self.spare.lock();
-            let kept = Spare {
-                buffers: std::mem::take(&mut g.buffers),
-                leaves: std::mem::take(&mut g.leaves),
-                shells: std::mem::take(&mut g.shells),
-                values: std::mem::take(&mut g.values),
-                ..Spare::default()
-            };
-            std::mem::replace(&mut *g, kept)
-        };
+        let sp = self.txn_scratch();
         Ok(WriteState {
             txn: self.locks.begin_txn(header.fcc),
             orig_header: header,
@@ -1004,11 +899,7 @@ impl Pager {
                     pgno,
                     n,
                     base.as_deref(),
-                    &EncodeCtx {
-                        page_size: self.db.page_size,
-                        tid,
-                        checksums: self.sums,
-                    },
+                    &self.encode_ctx(tid),
                     unique(&mut out)?,
                 )?;
                 Ok(out)
@@ -1045,11 +936,7 @@ impl Pager {
             }
         };
         let mut out = self.page_buffer();
-        let ctx = EncodeCtx {
-            page_size: self.db.page_size,
-            tid,
-            checksums: self.sums,
-        };
+        let ctx = self.encode_ctx(tid);
         let done = self
             .format
             .encode_changed(pgno, node, &base, cell, &ctx, unique(&mut out)?)?;
@@ -1142,17 +1029,7 @@ impl Pager {
         for &p in &pgnos {
             // An image encoded at put time is moved out (its node stays), so
             // the journal may finish it in place without a copy.
-            let image = match st.dirty.remove(&p) {
-                Some(Dirty::Encoded(n, img)) => {
-                    st.dirty.insert(p, Dirty::Node(n));
-                    Some(img)
-                }
-                Some(d) => {
-                    st.dirty.insert(p, d);
-                    None
-                }
-                None => None,
-            };
+            let image = st.dirty.get_mut(&p).and_then(Dirty::take_image);
             let data = match (image, st.dirty.get(&p)) {
                 (Some(img), _) => img,
                 (None, Some(d)) => self.encode_dirty(st, p, d, tid)?,
@@ -1353,47 +1230,6 @@ impl OriginalSource for Originals<'_> {
 /// A page image and, when asked for, its decoded node.
 type Loaded = (Arc<[u8]>, Option<Arc<Node>>);
 
-/// What a finished write transaction leaves for the next: its emptied
-/// collections and page buffers nobody else holds.
-#[derive(Default)]
-struct Spare {
-    dirty: PgnoMap<Dirty>,
-    spilled: PgnoSet,
-    allocated: PgnoSet,
-    freed: Vec<Pgno>,
-    pgnos: Vec<Pgno>,
-    pages: Vec<PageImage>,
-    changed: PgnoMap<usize>,
-    buffers: Vec<Arc<[u8]>>,
-    /// Emptied leaf vectors and node allocations of replaced nodes.
-    leaves: Vec<Vec<LeafCell>>,
-    shells: Vec<Arc<Node>>,
-    /// Value buffers of replaced cells, by size class (`values[c]` holds
-    /// buffers of `1 << c` bytes).
-    values: Vec<Vec<Arc<[u8]>>>,
-}
-
-/// Smallest value-buffer class: 64 bytes (shorter values are inline).
-const MIN_VALUE_CLASS: u32 = 6;
-
-/// The size class of a value buffer for `len` bytes on `page_size`
-/// pages: a power of two below the page size (page images are not value
-/// buffers), or `None`.
-fn value_class(len: usize, page_size: usize) -> Option<usize> {
-    let c = len
-        .max(2)
-        .next_power_of_two()
-        .trailing_zeros()
-        .max(MIN_VALUE_CLASS) as usize;
-    ((1usize << c) < page_size).then_some(c)
-}
-
-/// Page buffers kept for reuse at most.
-const SPARE_BUFFERS: usize = 8;
-
-/// Collections larger than this (a bulk transaction's) are not kept.
-const SPARE_CAPACITY: usize = 4096;
-
 /// A private dirty page.
 #[derive(Clone)]
 enum Dirty {
@@ -1403,6 +1239,20 @@ enum Dirty {
     /// (`put_node_if_fits`), not again at commit.
     Encoded(Arc<Node>, Arc<[u8]>),
     Raw(Arc<[u8]>),
+}
+
+impl Dirty {
+    /// Move the image out of an encoded page (its node stays).
+    fn take_image(&mut self) -> Option<Arc<[u8]>> {
+        let Dirty::Encoded(n, _) = self else {
+            return None;
+        };
+        let node = Dirty::Node(n.clone());
+        match std::mem::replace(self, node) {
+            Dirty::Encoded(_, img) => Some(img),
+            _ => None,
+        }
+    }
 }
 
 /// Pages and header of one write transaction.
@@ -1579,20 +1429,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     }
 
     fn value_bytes(&mut self, value: &[u8]) -> Bytes {
-        let ps = self.pager.db.page_size;
-        let Some(c) = value_class(value.len(), ps).filter(|_| value.len() > INLINE) else {
-            return Bytes::from(value);
-        };
-        let spare = self.pager.spare.lock().values.get_mut(c).and_then(Vec::pop);
-        let mut buf = match spare {
-            Some(b) => b,
-            None => zeroed_page(1 << c),
-        };
-        match Arc::get_mut(&mut buf) {
-            Some(bytes) => bytes[..value.len()].copy_from_slice(value),
-            None => return Bytes::from(value),
-        }
-        Bytes::in_buffer(buf, value.len()).unwrap_or_else(|| Bytes::from(value))
+        self.pager.value_bytes(value)
     }
 
     fn note_change(&mut self, pgno: Pgno, cell: usize) {
@@ -1600,7 +1437,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     }
 
     fn leaf_buffer(&mut self) -> Vec<LeafCell> {
-        self.pager.spare.lock().leaves.pop().unwrap_or_default()
+        self.pager.leaf_buffer()
     }
 
     fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
@@ -1615,11 +1452,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         self.check_range(pgno)?;
         let base = self.pager.base_image(&self.st, pgno)?;
         let mut out = self.pager.page_buffer();
-        let ctx = EncodeCtx {
-            page_size: self.pager.db.page_size,
-            tid: self.st.txn.tid,
-            checksums: self.pager.sums,
-        };
+        let ctx = self.pager.encode_ctx(self.st.txn.tid);
         if !self.pager.format.encode_if_fits(
             pgno,
             &node,
@@ -1651,11 +1484,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         // Sealed once, here, by the transaction that writes it: every later
         // spill or commit hands the same image to the journal.
         let mut data = data;
-        let ctx = EncodeCtx {
-            page_size: self.pager.db.page_size,
-            tid: self.st.txn.tid,
-            checksums: self.pager.sums,
-        };
+        let ctx = self.pager.encode_ctx(self.st.txn.tid);
         self.pager.format.seal_raw(pgno, &mut data, &ctx);
         self.st.dirty.insert(pgno, Dirty::Raw(Arc::from(data)));
         self.maybe_spill()
@@ -1672,11 +1501,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         Ok(self.pager.format.fits(
             node,
             base.as_deref(),
-            &EncodeCtx {
-                page_size: self.pager.db.page_size,
-                tid: self.st.txn.tid,
-                checksums: self.pager.sums,
-            },
+            &self.pager.encode_ctx(self.st.txn.tid),
         ))
     }
 

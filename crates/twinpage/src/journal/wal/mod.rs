@@ -702,9 +702,10 @@ impl WalJournal {
         let compare = set.pages.len() <= SAME_IMAGE_MAX_PAGES;
         out.clear();
         let mut page1 = None;
+        // Spilled pages are always logged again; most commits spilled none.
+        let any_spilled = !self.idx.read().pending.is_empty();
         for (i, p) in set.pages.iter().enumerate() {
-            let spilled = self.idx.read().pending.contains_key(&p.pgno);
-            if spilled {
+            if any_spilled && self.idx.read().pending.contains_key(&p.pgno) {
                 out.push(i);
             } else if p.pgno == 1 {
                 page1 = Some(i);
