@@ -1,7 +1,7 @@
 //! The public API: [`Db`], [`ReadTxn`], [`WriteTxn`], [`Options`].
 
 use crate::base::{Durability, Synchronous};
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, Pgno, Result, BYTEWISE};
 use crate::btree::walk::{self, CheckReport};
 use crate::btree::{self, RangeIter, TreeConfig};
 use crate::journal::{
@@ -430,7 +430,7 @@ impl Db {
         let r = pager.begin_read().and_then(|snap| {
             let pages = ReadPages { pager, snap };
             let r = table_root(&pages, snap.catalog_root, table)
-                .and_then(|root| btree::get(&pages, root, key));
+                .and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
             pager.end_read(&snap);
             r
         });
@@ -549,7 +549,9 @@ fn decode_root(name: &str, v: &[u8]) -> Result<Pgno> {
 
 fn table_root<P: PageRead + ?Sized>(p: &P, catalog: Pgno, name: &str) -> Result<Pgno> {
     // Decoded in place: no copy of the catalog value per lookup.
-    match btree::get_with(p, catalog, name.as_bytes(), &mut |v| decode_root(name, v))? {
+    match btree::get_with(p, catalog, name.as_bytes(), &BYTEWISE, &mut |v| {
+        decode_root(name, v)
+    })? {
         Some(root) => root,
         None => Err(Error::NoSuchTable(name.to_string())),
     }
@@ -557,7 +559,14 @@ fn table_root<P: PageRead + ?Sized>(p: &P, catalog: Pgno, name: &str) -> Result<
 
 fn list_tables<P: PageRead + ?Sized>(p: &P, catalog: Pgno) -> Result<Vec<(String, Pgno)>> {
     let mut out = Vec::new();
-    for kv in RangeIter::new(p, catalog, Bound::Unbounded, Bound::Unbounded, false)? {
+    for kv in RangeIter::new(
+        p,
+        catalog,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        false,
+        &BYTEWISE,
+    )? {
         let (k, v) = kv?;
         let name = String::from_utf8_lossy(&k).into_owned();
         let root = decode_root(&name, &v)?;
@@ -582,7 +591,7 @@ impl ReadTxn {
     /// Read one key.
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let root = table_root(&self.pages, self.catalog(), table)?;
-        btree::get(&self.pages, root, key)
+        btree::get(&self.pages, root, key, &BYTEWISE)
     }
 
     /// Iterate a key range in either direction.
@@ -600,6 +609,7 @@ impl ReadTxn {
             lo,
             hi,
             dir == Direction::Reverse,
+            &BYTEWISE,
         )
     }
 
@@ -684,7 +694,7 @@ impl WriteTxn {
     fn create_table_inner(&mut self, name: &str) -> Result<bool> {
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
-        if btree::get(p, catalog, name.as_bytes())?.is_some() {
+        if btree::get(p, catalog, name.as_bytes(), &BYTEWISE)?.is_some() {
             return Ok(false);
         }
         let max = p.format().max_key_len(p.page_size());
@@ -700,6 +710,7 @@ impl WriteTxn {
             name.as_bytes(),
             &root.to_be_bytes(),
             &TreeConfig::default(),
+            &BYTEWISE,
         )?;
         Ok(true)
     }
@@ -713,12 +724,18 @@ impl WriteTxn {
     fn drop_table_inner(&mut self, name: &str) -> Result<bool> {
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
-        let root = match btree::get(p, catalog, name.as_bytes())? {
+        let root = match btree::get(p, catalog, name.as_bytes(), &BYTEWISE)? {
             Some(v) => decode_root(name, &v)?,
             None => return Ok(false),
         };
-        btree::destroy(p, root)?;
-        btree::delete(p, catalog, name.as_bytes(), &TreeConfig::default())?;
+        btree::destroy(p, root, &BYTEWISE)?;
+        btree::delete(
+            p,
+            catalog,
+            name.as_bytes(),
+            &TreeConfig::default(),
+            &BYTEWISE,
+        )?;
         Ok(true)
     }
 
@@ -737,7 +754,7 @@ impl WriteTxn {
             let cfg = self.db.tree;
             let p = self.pages_mut()?;
             let root = table_root(p, catalog, table)?;
-            btree::insert(p, root, key, value, &cfg).map(|_| ())
+            btree::insert(p, root, key, value, &cfg, &BYTEWISE).map(|_| ())
         })();
         self.note(r)
     }
@@ -749,7 +766,7 @@ impl WriteTxn {
             let cfg = self.db.tree;
             let p = self.pages_mut()?;
             let root = table_root(p, catalog, table)?;
-            btree::delete(p, root, key, &cfg)
+            btree::delete(p, root, key, &cfg, &BYTEWISE)
         })();
         self.note(r)
     }
@@ -758,7 +775,7 @@ impl WriteTxn {
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let p = self.pages()?;
         let root = table_root(p, self.catalog()?, table)?;
-        btree::get(p, root, key)
+        btree::get(p, root, key, &BYTEWISE)
     }
 
     /// Iterate a key range (sees this transaction's own changes).
@@ -771,7 +788,14 @@ impl WriteTxn {
         let p = self.pages()?;
         let root = table_root(p, self.catalog()?, table)?;
         let (lo, hi) = bounds(&range);
-        RangeIter::new(p as &dyn PageRead, root, lo, hi, dir == Direction::Reverse)
+        RangeIter::new(
+            p as &dyn PageRead,
+            root,
+            lo,
+            hi,
+            dir == Direction::Reverse,
+            &BYTEWISE,
+        )
     }
 
     /// Make the changes atomic and durable.

@@ -4,7 +4,7 @@
 //! a reader's snapshot (`pager::ReadPages`) and for a writer's
 //! private pages (`pager::WritePages`).
 
-use crate::base::{Pgno, Result};
+use crate::base::{KeyOrder, Pgno, Result};
 use crate::node::{Bytes, EncodeCtx, LeafCell, Node, NodeFormat};
 use std::sync::Arc;
 
@@ -16,14 +16,15 @@ pub trait PageRead {
     fn format(&self) -> &dyn NodeFormat;
     /// Pages in the database (as this view sees it).
     fn page_count(&self) -> u32;
-    /// Logical view of a tree page.
-    fn node(&self, pgno: Pgno) -> Result<Arc<Node>>;
+    /// Logical view of a tree page of a table whose keys follow `order`
+    /// (the format validates, or sorts, the cells it decodes with it).
+    fn node(&self, pgno: Pgno, order: &dyn KeyOrder) -> Result<Arc<Node>>;
     /// Run `f` on the logical view of tree page `pgno`. A view of the
     /// committed state may run it on the cached node in place, without
     /// taking a reference (so concurrent lookups do not all write to the
     /// hot pages' reference counts); `f` must not call back into the view.
-    fn visit_node(&self, pgno: Pgno, f: &mut dyn FnMut(&Node)) -> Result<()> {
-        f(&*self.node(pgno)?);
+    fn visit_node(&self, pgno: Pgno, order: &dyn KeyOrder, f: &mut dyn FnMut(&Node)) -> Result<()> {
+        f(&*self.node(pgno, order)?);
         Ok(())
     }
     /// Raw bytes of a page (overflow and free-list pages).
@@ -36,9 +37,10 @@ pub trait PageRead {
     }
     /// The integrity check's byte-level test of a page in `role`, beyond
     /// what reading it verified (see [`NodeFormat::verify_tree`] and
-    /// [`NodeFormat::check_free`]). Views that are not checked accept.
-    fn verify_page(&self, pgno: Pgno, role: PageRole) -> Result<()> {
-        let _ = (pgno, role);
+    /// [`NodeFormat::check_free`]); `order` is the key order of the
+    /// page's table (tree pages). Views that are not checked accept.
+    fn verify_page(&self, pgno: Pgno, role: PageRole, order: &dyn KeyOrder) -> Result<()> {
+        let _ = (pgno, role, order);
         Ok(())
     }
 }

@@ -182,6 +182,7 @@ fn huge_lengths_do_not_allocate() {
         page_size: PS,
         committed_tid: u64::MAX,
         checksums: true,
+        order: &twinpage::base::BYTEWISE,
     };
     let ectx = EncodeCtx {
         page_size: PS,

@@ -7,9 +7,11 @@ pub mod config;
 pub mod error;
 pub mod freelist;
 pub mod header;
+pub mod order;
 pub mod pagesum;
 pub mod pgmap;
 
 pub use config::{Durability, Synchronous};
 pub use error::{Error, Pgno, Result, Tid};
 pub use header::{valid_page_size, Header, HEADER_LEN, MAGIC};
+pub use order::{Bytewise, KeyOrder, BYTEWISE};

@@ -3,7 +3,7 @@
 //! rewrite pages, and sibling links would force extra page writes).
 
 use super::{child_at, child_index, read_value, MAX_DEPTH};
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result};
 use crate::node::Node;
 use crate::page::PageRead;
 use std::ops::Bound;
@@ -12,6 +12,7 @@ use std::sync::Arc;
 /// Iterator over `(key, value)` pairs of a key range.
 pub struct RangeIter<'a, P: PageRead + ?Sized> {
     pages: &'a P,
+    order: &'a dyn KeyOrder,
     /// Interior nodes on the path, with the index of the child taken.
     path: Vec<(Arc<Node>, usize)>,
     leaf: Option<Arc<Node>>,
@@ -24,16 +25,19 @@ pub struct RangeIter<'a, P: PageRead + ?Sized> {
 }
 
 impl<'a, P: PageRead + ?Sized> RangeIter<'a, P> {
-    /// Scan `root` between the bounds, ascending or (`reverse`) descending.
+    /// Scan `root` between the bounds, ascending or (`reverse`) descending;
+    /// the table's keys follow `order`.
     pub fn new(
         pages: &'a P,
         root: Pgno,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
         reverse: bool,
+        order: &'a dyn KeyOrder,
     ) -> Result<Self> {
         let mut it = RangeIter {
             pages,
+            order,
             path: Vec::new(),
             leaf: None,
             pos: 0,
@@ -68,11 +72,11 @@ impl<'a, P: PageRead + ?Sized> RangeIter<'a, P> {
                     "tree deeper than the maximum",
                 ));
             }
-            let node = self.pages.node(pgno)?;
+            let node = self.pages.node(pgno, self.order)?;
             match &*node {
                 Node::Interior { cells, right } => {
                     let idx = match &start {
-                        Some(k) => child_index(cells, k),
+                        Some(k) => child_index(cells, k, self.order),
                         None if self.reverse => cells.len(),
                         None => 0,
                     };
@@ -80,20 +84,21 @@ impl<'a, P: PageRead + ?Sized> RangeIter<'a, P> {
                     self.path.push((node.clone(), idx));
                 }
                 Node::Leaf(cells) => {
+                    let o = self.order;
                     self.pos = match (&start, self.reverse) {
                         (None, false) => 0,
                         (None, true) => cells.len(),
                         (Some(k), false) => match &self.lower {
                             Bound::Excluded(_) => {
-                                cells.partition_point(|c| c.key.as_slice() <= k.as_slice())
+                                cells.partition_point(|c| o.compare(&c.key, k).is_le())
                             }
-                            _ => cells.partition_point(|c| c.key.as_slice() < k.as_slice()),
+                            _ => cells.partition_point(|c| o.compare(&c.key, k).is_lt()),
                         },
                         (Some(k), true) => match &self.upper {
                             Bound::Excluded(_) => {
-                                cells.partition_point(|c| c.key.as_slice() < k.as_slice())
+                                cells.partition_point(|c| o.compare(&c.key, k).is_lt())
                             }
-                            _ => cells.partition_point(|c| c.key.as_slice() <= k.as_slice()),
+                            _ => cells.partition_point(|c| o.compare(&c.key, k).is_le()),
                         },
                     };
                     self.leaf = Some(node.clone());
@@ -138,7 +143,7 @@ impl<'a, P: PageRead + ?Sized> RangeIter<'a, P> {
                     "tree deeper than the maximum",
                 ));
             }
-            let node = self.pages.node(pgno)?;
+            let node = self.pages.node(pgno, self.order)?;
             match &*node {
                 Node::Interior { cells, right } => {
                     let idx = if self.reverse { cells.len() } else { 0 };
@@ -155,16 +160,17 @@ impl<'a, P: PageRead + ?Sized> RangeIter<'a, P> {
     }
 
     fn in_range(&self, key: &[u8]) -> bool {
+        let o = self.order;
         if self.reverse {
             match &self.lower {
-                Bound::Included(k) => key >= k.as_slice(),
-                Bound::Excluded(k) => key > k.as_slice(),
+                Bound::Included(k) => o.compare(key, k).is_ge(),
+                Bound::Excluded(k) => o.compare(key, k).is_gt(),
                 Bound::Unbounded => true,
             }
         } else {
             match &self.upper {
-                Bound::Included(k) => key <= k.as_slice(),
-                Bound::Excluded(k) => key < k.as_slice(),
+                Bound::Included(k) => o.compare(key, k).is_le(),
+                Bound::Excluded(k) => o.compare(key, k).is_lt(),
                 Bound::Unbounded => true,
             }
         }

@@ -1,4 +1,5 @@
-//! The B+tree: keys are byte strings in memcmp order; values of any size
+//! The B+tree: keys are byte strings ordered by the table's [`KeyOrder`]
+//! (memcmp unless the caller gives the table its own); values of any size
 //! (large ones in overflow chains). A tree is named by its root page,
 //! which never changes: a root split moves the root's contents down.
 //!
@@ -10,7 +11,7 @@ pub mod walk;
 
 pub use cursor::RangeIter;
 
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result};
 use crate::node::{Bytes, InteriorCell, LeafCell, Node, Value};
 use crate::page::{PageRead, PageWrite};
 
@@ -45,8 +46,17 @@ fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
 }
 
 /// Index of the child to follow for `key` in an interior node.
-pub fn child_index(cells: &[InteriorCell], key: &[u8]) -> usize {
-    cells.partition_point(|c| c.key.as_slice() <= key)
+pub fn child_index(cells: &[InteriorCell], key: &[u8], order: &dyn KeyOrder) -> usize {
+    cells.partition_point(|c| order.compare(&c.key, key).is_le())
+}
+
+/// Position of `key` in a leaf's cells (`Err`: where it would go).
+pub fn leaf_search(
+    cells: &[LeafCell],
+    key: &[u8],
+    order: &dyn KeyOrder,
+) -> std::result::Result<usize, usize> {
+    cells.binary_search_by(|c| order.compare(&c.key, key))
 }
 
 /// The child page at `idx` (cells.len() means the rightmost).
@@ -78,8 +88,13 @@ pub fn create<P: PageWrite + ?Sized>(p: &mut P) -> Result<Pgno> {
 
 /// Look a key up. Descends with [`PageRead::visit_node`], so a lookup in
 /// the committed state takes no reference to the nodes it passes.
-pub fn get<P: PageRead + ?Sized>(p: &P, root: Pgno, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    get_with(p, root, key, &mut |v| v.to_vec())
+pub fn get<P: PageRead + ?Sized>(
+    p: &P,
+    root: Pgno,
+    key: &[u8],
+    order: &dyn KeyOrder,
+) -> Result<Option<Vec<u8>>> {
+    get_with(p, root, key, order, &mut |v| v.to_vec())
 }
 
 /// [`get`], handing the value to `f` instead of returning a copy: an inline
@@ -89,6 +104,7 @@ pub fn get_with<P: PageRead + ?Sized, T>(
     p: &P,
     root: Pgno,
     key: &[u8],
+    order: &dyn KeyOrder,
     f: &mut dyn FnMut(&[u8]) -> T,
 ) -> Result<Option<T>> {
     enum Step<T> {
@@ -100,14 +116,14 @@ pub fn get_with<P: PageRead + ?Sized, T>(
     let mut pgno = root;
     for _ in 0..MAX_DEPTH {
         let mut step = Step::Missing;
-        p.visit_node(pgno, &mut |node| {
+        p.visit_node(pgno, order, &mut |node| {
             step = match node {
                 Node::Interior { cells, right } => {
-                    Step::Child(child_at(cells, *right, child_index(cells, key)))
+                    Step::Child(child_at(cells, *right, child_index(cells, key, order)))
                 }
                 // Used in place: cloning the cell would write the shared
                 // page buffer's reference count.
-                Node::Leaf(cells) => match cells.binary_search_by(|c| c.key.as_slice().cmp(key)) {
+                Node::Leaf(cells) => match leaf_search(cells, key, order) {
                     Ok(i) => match &cells[i].value {
                         Value::Inline(b) => Step::Done(f(b.as_slice())),
                         v => Step::Overflow(v.clone()),
@@ -268,10 +284,15 @@ impl Placed {
     }
 }
 
-/// Shortest key `s` with `left < s <= right`.
-fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+/// A separator `s` with `left < s <= right`: under memcmp order the
+/// shortest such byte string; under any other order `right` itself (a
+/// prefix of a key need not sort next to it).
+fn separator(left: &[u8], right: &[u8], order: &dyn KeyOrder) -> Bytes {
+    if !order.bytewise() {
+        return right.into();
+    }
     let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
-    right[..(common + 1).min(right.len())].to_vec()
+    right[..(common + 1).min(right.len())].into()
 }
 
 /// Split point by encoded size: the first index of the right half.
@@ -319,6 +340,7 @@ fn store<P: PageWrite + ?Sized>(
     node: Node,
     appended: bool,
     pinned: bool,
+    order: &dyn KeyOrder,
 ) -> Result<Placed> {
     let Some(node) = p.put_node_if_fits(pgno, node)? else {
         return Ok(Placed::at(pgno));
@@ -348,7 +370,11 @@ fn store<P: PageWrite + ?Sized>(
                 split_point(&sizes)
             };
             let right_cells = cells.split_off(m);
-            let sep = separator(&cells.last().expect("left half").key, &right_cells[0].key).into();
+            let sep = separator(
+                &cells.last().expect("left half").key,
+                &right_cells[0].key,
+                order,
+            );
             (Node::Leaf(cells), Node::Leaf(right_cells), sep)
         }
         Node::Interior { mut cells, right } => {
@@ -421,12 +447,13 @@ pub fn insert<P: PageWrite + ?Sized>(
     key: &[u8],
     value: &[u8],
     cfg: &TreeConfig,
+    order: &dyn KeyOrder,
 ) -> Result<bool> {
     check_key(p, key)?;
     let v = make_value(p, key, value)?;
     let mut op = Op::Put(Some(v));
-    let (existed, placed) = modify(p, root, key, &mut op, cfg, 0)?;
-    settle_root(p, root, placed)?;
+    let (existed, placed) = modify(p, root, key, &mut op, cfg, order, 0)?;
+    settle_root(p, root, placed, order)?;
     Ok(existed)
 }
 
@@ -436,22 +463,23 @@ pub fn delete<P: PageWrite + ?Sized>(
     root: Pgno,
     key: &[u8],
     cfg: &TreeConfig,
+    order: &dyn KeyOrder,
 ) -> Result<bool> {
     let mut op = Op::Delete;
-    let (existed, placed) = modify(p, root, key, &mut op, cfg, 0)?;
-    settle_root(p, root, placed)?;
-    shrink_root(p, root)?;
+    let (existed, placed) = modify(p, root, key, &mut op, cfg, order, 0)?;
+    settle_root(p, root, placed, order)?;
+    shrink_root(p, root, order)?;
     Ok(existed)
 }
 
 /// Free every page of a tree, root included.
-pub fn destroy<P: PageWrite + ?Sized>(p: &mut P, root: Pgno) -> Result<()> {
+pub fn destroy<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder) -> Result<()> {
     let mut stack = vec![(root, 0usize)];
     while let Some((pg, depth)) = stack.pop() {
         if depth > MAX_DEPTH {
             return Err(corrupt(pg, "tree deeper than the maximum"));
         }
-        let node = p.node(pg)?;
+        let node = p.node(pg, order)?;
         match &*node {
             Node::Leaf(cells) => {
                 for c in cells {
@@ -478,12 +506,17 @@ enum Op {
 /// becomes an interior node over the pages that hold it. If even that
 /// does not fit in place, it goes one level down and the root keeps a
 /// single child (an interior node without cells fits any page).
-fn settle_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, placed: Placed) -> Result<()> {
+fn settle_root<P: PageWrite + ?Sized>(
+    p: &mut P,
+    root: Pgno,
+    placed: Placed,
+    order: &dyn KeyOrder,
+) -> Result<()> {
     if placed.first == root && placed.split.is_none() {
         return Ok(());
     }
     let first = if placed.first == root {
-        let content = (*p.node(root)?).clone();
+        let content = (*p.node(root, order)?).clone();
         let left = p.allocate()?;
         p.put_node(left, content)?;
         left
@@ -519,13 +552,13 @@ fn settle_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, placed: Placed) -> 
 }
 
 /// A root interior node left with a single child takes over its content.
-fn shrink_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno) -> Result<()> {
+fn shrink_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder) -> Result<()> {
     for _ in 0..MAX_DEPTH {
-        let node = p.node(root)?;
+        let node = p.node(root, order)?;
         match &*node {
             Node::Interior { cells, right } if cells.is_empty() => {
                 let child = *right;
-                let content = (*p.node(child)?).clone();
+                let content = (*p.node(child, order)?).clone();
                 if !p.fits(root, &content)? {
                     // Possible once the root's current version commits.
                     return Ok(());
@@ -553,6 +586,7 @@ fn modify<P: PageWrite + ?Sized>(
     key: &[u8],
     op: &mut Op,
     cfg: &TreeConfig,
+    order: &dyn KeyOrder,
     depth: usize,
 ) -> Result<(bool, Placed)> {
     if depth > MAX_DEPTH {
@@ -561,10 +595,10 @@ fn modify<P: PageWrite + ?Sized>(
             "tree deeper than the maximum: cycle in child pointers",
         ));
     }
-    let node = p.node(pgno)?;
+    let node = p.node(pgno, order)?;
     match &*node {
         Node::Leaf(cells) => {
-            let pos = cells.binary_search_by(|c| c.key.as_slice().cmp(key));
+            let pos = leaf_search(cells, key, order);
             match (op, pos) {
                 (Op::Put(v), Ok(i)) => {
                     let mut cells = copy_cells(p, cells);
@@ -572,7 +606,7 @@ fn modify<P: PageWrite + ?Sized>(
                     let old = std::mem::replace(&mut cells[i].value, new);
                     free_value(p, &old)?;
                     let last = i + 1 == cells.len();
-                    let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0)?;
+                    let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0, order)?;
                     if placed.first == pgno && placed.split.is_none() {
                         p.note_change(pgno, i);
                     }
@@ -590,28 +624,31 @@ fn modify<P: PageWrite + ?Sized>(
                     );
                     Ok((
                         false,
-                        store(p, pgno, Node::Leaf(cells), appended, depth == 0)?,
+                        store(p, pgno, Node::Leaf(cells), appended, depth == 0, order)?,
                     ))
                 }
                 (Op::Delete, Ok(i)) => {
                     let mut cells = copy_cells(p, cells);
                     let c = cells.remove(i);
                     free_value(p, &c.value)?;
-                    Ok((true, store(p, pgno, Node::Leaf(cells), false, depth == 0)?))
+                    Ok((
+                        true,
+                        store(p, pgno, Node::Leaf(cells), false, depth == 0, order)?,
+                    ))
                 }
                 (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
             }
         }
         Node::Interior { cells, right } => {
-            let idx = child_index(cells, key);
+            let idx = child_index(cells, key, order);
             let child = child_at(cells, *right, idx);
-            let (existed, placed) = modify(p, child, key, op, cfg, depth + 1)?;
+            let (existed, placed) = modify(p, child, key, op, cfg, order, depth + 1)?;
             let split = placed.split.is_some();
             let moved = split || placed.first != child;
             let may_rebalance = !split
                 && matches!(op, Op::Delete)
                 && existed
-                && underflows(p, cells, *right, idx, cfg)?.is_some();
+                && underflows(p, cells, *right, idx, cfg, order)?.is_some();
             if !moved && !may_rebalance {
                 // The child changed in place: this node stays as it is
                 // (no copy of its cells on the common path).
@@ -622,7 +659,8 @@ fn modify<P: PageWrite + ?Sized>(
             if moved {
                 absorb(&mut cells, &mut right, idx, placed);
             }
-            let rebalanced = may_rebalance && rebalance(p, &mut cells, &mut right, idx, cfg)?;
+            let rebalanced =
+                may_rebalance && rebalance(p, &mut cells, &mut right, idx, cfg, order)?;
             if !moved && !rebalanced {
                 return Ok((existed, Placed::at(pgno)));
             }
@@ -632,6 +670,7 @@ fn modify<P: PageWrite + ?Sized>(
                 Node::Interior { cells, right },
                 appended,
                 depth == 0,
+                order,
             )?;
             Ok((existed, placed))
         }
@@ -646,11 +685,12 @@ fn underflows<P: PageWrite + ?Sized>(
     right: Pgno,
     idx: usize,
     cfg: &TreeConfig,
+    order: &dyn KeyOrder,
 ) -> Result<Option<bool>> {
     if cells.is_empty() {
         return Ok(None);
     }
-    let cnode = p.node(child_at(cells, right, idx))?;
+    let cnode = p.node(child_at(cells, right, idx), order)?;
     let cap = p.format().capacity(p.page_size());
     let empty_leaf = matches!(&*cnode, Node::Leaf(c) if c.is_empty());
     let underflow = used_bytes(p, &cnode) < cap / 4 || cnode.is_empty();
@@ -665,15 +705,16 @@ fn rebalance<P: PageWrite + ?Sized>(
     right: &mut Pgno,
     idx: usize,
     cfg: &TreeConfig,
+    order: &dyn KeyOrder,
 ) -> Result<bool> {
-    let Some(empty_leaf) = underflows(p, cells, *right, idx, cfg)? else {
+    let Some(empty_leaf) = underflows(p, cells, *right, idx, cfg, order)? else {
         return Ok(false);
     };
     // Pair (j, j + 1) with separator cells[j].key.
     let j = if idx > 0 { idx - 1 } else { 0 };
     let a = child_at(cells, *right, j);
     let b = child_at(cells, *right, j + 1);
-    let (an, bn) = ((*p.node(a)?).clone(), (*p.node(b)?).clone());
+    let (an, bn) = ((*p.node(a, order)?).clone(), (*p.node(b, order)?).clone());
     let sep = cells[j].key.clone();
     let merged = match (&an, &bn) {
         (Node::Leaf(x), Node::Leaf(y)) => Node::Leaf(x.iter().chain(y).cloned().collect()),
@@ -734,7 +775,7 @@ fn rebalance<P: PageWrite + ?Sized>(
             let sizes: Vec<usize> = all.iter().map(|c| f.leaf_cell_size(c)).collect();
             let m = split_point(&sizes);
             let r = all.split_off(m);
-            let s = separator(&all.last().expect("left").key, &r[0].key).into();
+            let s = separator(&all.last().expect("left").key, &r[0].key, order);
             (Node::Leaf(all), Node::Leaf(r), s)
         }
         Node::Interior { cells: all, .. } if all.len() < 3 => return Ok(false),

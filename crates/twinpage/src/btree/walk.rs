@@ -4,7 +4,7 @@
 
 use super::{overflow_pages, MAX_DEPTH};
 use crate::base::Header;
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
 use crate::node::{Node, Value};
 use crate::page::{PageRead, PageRole};
 use std::fmt;
@@ -93,7 +93,9 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
         Ok(())
     }
 
-    /// Walk a tree; keys must lie in [lo, hi). Returns the depth.
+    /// Walk a tree whose keys follow `order`; keys must lie in [lo, hi).
+    /// Returns the depth.
+    #[allow(clippy::too_many_arguments)]
     fn tree(
         &mut self,
         pgno: Pgno,
@@ -102,27 +104,35 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
         depth: usize,
         leaves: &mut Vec<(Vec<u8>, Vec<u8>)>,
         collect: bool,
+        order: &dyn KeyOrder,
     ) -> Result<usize> {
         if depth > MAX_DEPTH {
             return Err(bad(pgno, "tree deeper than the maximum"));
         }
         self.claim(pgno, "tree")?;
         self.report.tree_pages += 1;
-        let node = self.p.node(pgno).map_err(|e| as_role(e, "tree page"))?;
+        let node = self
+            .p
+            .node(pgno, order)
+            .map_err(|e| as_role(e, "tree page"))?;
         if self.problems.is_some() {
             // The check also tests the bytes the decoded version does not
             // use (an in-page format's other version, free space).
             let verified = self
                 .p
-                .verify_page(pgno, PageRole::Tree)
+                .verify_page(pgno, PageRole::Tree, order)
                 .map_err(|e| as_role(e, "tree page"));
             self.note(verified)?;
         }
-        let in_bounds = |k: &[u8]| lo.is_none_or(|l| k >= l) && hi.is_none_or(|h| k < h);
+        let in_bounds = |k: &[u8]| {
+            lo.is_none_or(|l| order.compare(k, l).is_ge())
+                && hi.is_none_or(|h| order.compare(k, h).is_lt())
+        };
+        let ascending = |a: &[u8], b: &[u8]| order.compare(a, b).is_lt();
         match &*node {
             Node::Leaf(cells) => {
                 for (i, c) in cells.iter().enumerate() {
-                    if i > 0 && cells[i - 1].key >= c.key {
+                    if i > 0 && !ascending(&cells[i - 1].key, &c.key) {
                         return Err(bad(pgno, format!("leaf keys out of order at cell {i}")));
                     }
                     if !in_bounds(&c.key) {
@@ -157,7 +167,7 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                 let mut child_depth = None;
                 let mut prev: Option<&[u8]> = lo;
                 for (i, c) in cells.iter().enumerate() {
-                    if i > 0 && cells[i - 1].key >= c.key {
+                    if i > 0 && !ascending(&cells[i - 1].key, &c.key) {
                         return Err(bad(pgno, format!("separators out of order at cell {i}")));
                     }
                     if !in_bounds(&c.key) && hi.is_none_or(|h| c.key.as_slice() != h) {
@@ -168,7 +178,15 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                     }
                     // A damaged subtree is reported and skipped; its
                     // siblings are still checked.
-                    let sub = self.tree(c.child, prev, Some(&c.key), depth + 1, leaves, collect);
+                    let sub = self.tree(
+                        c.child,
+                        prev,
+                        Some(&c.key),
+                        depth + 1,
+                        leaves,
+                        collect,
+                        order,
+                    );
                     if let Some(d) = self.note(sub)? {
                         if *child_depth.get_or_insert(d) != d {
                             return Err(bad(pgno, "children at different depths"));
@@ -176,7 +194,7 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                     }
                     prev = Some(&c.key);
                 }
-                let sub = self.tree(*right, prev, hi, depth + 1, leaves, collect);
+                let sub = self.tree(*right, prev, hi, depth + 1, leaves, collect, order);
                 let d = match self.note(sub)? {
                     Some(d) => d,
                     None => child_depth.unwrap_or(1),
@@ -206,7 +224,15 @@ pub fn reachable<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<Vec<boo
 
 fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
     let mut catalog = Vec::new();
-    let walked = w.tree(header.catalog_root, None, None, 0, &mut catalog, true);
+    let walked = w.tree(
+        header.catalog_root,
+        None,
+        None,
+        0,
+        &mut catalog,
+        true,
+        &BYTEWISE,
+    );
     w.report.max_depth = w.note(walked)?.unwrap_or(0);
     // Catalog entries are counted as keys while walking; they are not rows.
     w.report.keys = w.report.keys.saturating_sub(catalog.len() as u64);
@@ -228,6 +254,7 @@ fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
             0,
             &mut Vec::new(),
             false,
+            &BYTEWISE,
         );
         if let Some(d) = w.note(walked)? {
             w.report.max_depth = w.report.max_depth.max(d);
@@ -293,7 +320,7 @@ pub fn check_all<P: PageRead + ?Sized>(p: &P, header: &Header) -> (CheckReport, 
 fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
     let n = header.page_count as usize;
     let damaged_before = w.problems.as_ref().map_or(0, Vec::len);
-    let verified = w.p.verify_page(1, PageRole::Header);
+    let verified = w.p.verify_page(1, PageRole::Header, &BYTEWISE);
     w.note(verified)?;
     walk_trees(w, header)?;
     let trees_damaged = w.problems.as_ref().map_or(0, Vec::len) > damaged_before;
@@ -304,7 +331,7 @@ fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
             let claimed = w.claim(l, "free-list");
             if w.note(claimed)?.is_some() {
                 free += 1;
-                let verified = w.p.verify_page(l, PageRole::Free);
+                let verified = w.p.verify_page(l, PageRole::Free, &BYTEWISE);
                 w.note(verified)?;
             }
         }
@@ -331,7 +358,7 @@ fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
             let claimed = w.claim(l, "free-list leaf");
             if w.note(claimed)?.is_some() {
                 free += 1;
-                let verified = w.p.verify_page(l, PageRole::Free);
+                let verified = w.p.verify_page(l, PageRole::Free, &BYTEWISE);
                 w.note(verified)?;
             }
         }

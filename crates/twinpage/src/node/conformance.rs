@@ -39,11 +39,12 @@ fn enc(ps: usize, tid: u64) -> EncodeCtx {
     }
 }
 
-fn dec(ps: usize, committed_tid: u64) -> DecodeCtx {
+fn dec(ps: usize, committed_tid: u64) -> DecodeCtx<'static> {
     DecodeCtx {
         page_size: ps,
         committed_tid,
         checksums: true,
+        order: &crate::base::BYTEWISE,
     }
 }
 

@@ -187,7 +187,7 @@ fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
 type Span = (usize, usize, usize, usize);
 
 /// Parse the cells of version `h` into `out`: every offset and length is
-/// checked against the page, and the keys must ascend.
+/// checked against the page.
 fn spans_into(
     pgno: Pgno,
     page: &[u8],
@@ -231,14 +231,9 @@ fn spans_into(
         } else {
             r.interior_key(i, max_key)?
         };
-        // The key is a slice of `page`: its position, not a copy.
+        // The key is a slice of `page`: its position, not a copy. Key
+        // order is the table's, checked where a version is decoded.
         let ks = key.as_ptr() as usize - page.as_ptr() as usize;
-        if out.last().is_some_and(|p| page[p.2..p.3] >= *key) {
-            return Err(corrupt(
-                pgno,
-                format!("slot header {}: cell {i} keys out of order", h.slot),
-            ));
-        }
         out.push((off, r.pos - off, ks, ks + key.len()));
     }
     Ok(())
@@ -469,6 +464,18 @@ impl DhlFormat {
                 c
             }
         };
+        for (i, w) in cells.windows(2).enumerate() {
+            if !ctx
+                .order
+                .compare(&page[w[0].2..w[0].3], &page[w[1].2..w[1].3])
+                .is_lt()
+            {
+                return Err(corrupt(
+                    pgno,
+                    format!("slot header {}: cell {} keys out of order", h.slot, i + 1),
+                ));
+            }
+        }
         if h.kind == LEAF {
             let mut out: Vec<LeafCell> = Vec::with_capacity(cells.len());
             for (i, &(off, ..)) in cells.iter().enumerate() {
@@ -583,12 +590,31 @@ impl DhlFormat {
         // Cells equal to a committed one are shared, not copied
         // (the paper's in-page copy-on-write copies only the header).
         offsets.resize(n, 0);
-        // Both versions are sorted by key: one merge walk finds the pairs.
+        // Both versions ascend in the table's order, which the format does
+        // not see here. When the committed keys ascend bytewise (the
+        // default order) one merge walk finds the pairs; otherwise each key
+        // is looked up in an index of the committed keys sorted bytewise.
+        let bytewise = spans
+            .windows(2)
+            .all(|w| base[w[0].2..w[0].3] < base[w[1].2..w[1].3]);
+        if !bytewise {
+            order.clear();
+            order.extend(0..spans.len());
+            order.sort_unstable_by(|&a, &b| {
+                base[spans[a].2..spans[a].3].cmp(&base[spans[b].2..spans[b].3])
+            });
+        }
         let mut j = 0;
         for i in 0..n {
             let key = cell_key(node, i);
-            while j < spans.len() && base[spans[j].2..spans[j].3] < *key {
-                j += 1;
+            if bytewise {
+                while j < spans.len() && base[spans[j].2..spans[j].3] < *key {
+                    j += 1;
+                }
+            } else {
+                j = order
+                    .binary_search_by(|&s| base[spans[s].2..spans[s].3].cmp(key))
+                    .map_or(spans.len(), |x| order[x]);
             }
             let shared = spans
                 .get(j)
@@ -1093,11 +1119,12 @@ mod tests {
         }
     }
 
-    fn dctx(fcc: u64) -> DecodeCtx {
+    fn dctx(fcc: u64) -> DecodeCtx<'static> {
         DecodeCtx {
             page_size: PS,
             committed_tid: fcc,
             checksums: true,
+            order: &crate::base::BYTEWISE,
         }
     }
 

@@ -19,7 +19,7 @@ pub use bytes::Bytes;
 pub use dhl::DhlFormat;
 pub use slotted::{SlottedFormat, SlottedMetaFormat, META_TRAILER};
 
-use crate::base::{Pgno, Result};
+use crate::base::{KeyOrder, Pgno, Result};
 use std::sync::Arc;
 
 /// A value as stored in a leaf cell.
@@ -107,9 +107,10 @@ impl Node {
     }
 }
 
-/// Context a format needs to decode a page: which writes are visible.
+/// Context a format needs to decode a page: which writes are visible, and
+/// the key order of the table the page belongs to.
 #[derive(Debug, Clone, Copy)]
-pub struct DecodeCtx {
+pub struct DecodeCtx<'a> {
     /// Page size in bytes.
     pub page_size: usize,
     /// TID of the last committed transaction (the FCC). In-page formats
@@ -117,6 +118,10 @@ pub struct DecodeCtx {
     pub committed_tid: u64,
     /// Verify page checksums (the database was created with them).
     pub checksums: bool,
+    /// The key order of the page's table: a format validates that the
+    /// cells it decodes ascend in it, and a format whose slots are
+    /// unsorted on the page sorts them with it.
+    pub order: &'a dyn KeyOrder,
 }
 
 /// Context a format needs to encode a page.

@@ -110,12 +110,16 @@ fn decode(
         let mut r = Reader::new(page, off, page.len(), pgno).sharing(share);
         let in_order = if kind == LEAF {
             let c = r.leaf(i, max_key)?;
-            let ok = leaf.last().is_none_or(|p: &LeafCell| p.key < c.key);
+            let ok = leaf
+                .last()
+                .is_none_or(|p: &LeafCell| ctx.order.compare(&p.key, &c.key).is_lt());
             leaf.push(c);
             ok
         } else {
             let c = r.interior(i, max_key)?;
-            let ok = interior.last().is_none_or(|p| p.key < c.key);
+            let ok = interior
+                .last()
+                .is_none_or(|p| ctx.order.compare(&p.key, &c.key).is_lt());
             interior.push(c);
             ok
         };
@@ -382,6 +386,7 @@ mod tests {
             page_size: ps,
             committed_tid: 1,
             checksums: true,
+            order: &crate::base::BYTEWISE,
         };
         let leaf = Node::Leaf(vec![
             LeafCell {
@@ -414,6 +419,7 @@ mod tests {
             page_size: 512,
             committed_tid: 1,
             checksums: true,
+            order: &crate::base::BYTEWISE,
         };
         let mut rng = 0x1234_5678u64;
         for _ in 0..2000 {

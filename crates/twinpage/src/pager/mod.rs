@@ -49,7 +49,7 @@ pub use cache::{CachedPage, PageCache, ShardedCache};
 use crate::base::header::{seal_page1, verify_page1};
 use crate::base::pgmap::{PgnoMap, PgnoSet};
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
-use crate::base::{Error, Pgno, Result, Tid};
+use crate::base::{Error, KeyOrder, Pgno, Result, Tid, BYTEWISE};
 use crate::cc::{self, LockManager, Txn};
 use crate::journal::{
     registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, FreeListPolicy, Journal,
@@ -366,7 +366,7 @@ impl Pager {
                     return Err(self.corrupt_at(trunk, "free-list trunk chain loops"));
                 }
                 let raw = self.committed_raw(trunk, None)?;
-                self.check_raw(trunk, &raw, &self.decode_ctx(h.fcc))?;
+                self.check_raw(trunk, &raw, &self.decode_ctx(h.fcc, &BYTEWISE))?;
                 let (next, leaves) = crate::base::freelist::parse_trunk(
                     &raw,
                     trunk,
@@ -421,7 +421,8 @@ impl Pager {
         if !self.sums || self.cfg.read_only {
             return Ok(());
         }
-        let ctx = self.decode_ctx(h.fcc);
+        // Free pages belong to no table: no key order applies.
+        let ctx = self.decode_ctx(h.fcc, &BYTEWISE);
         let zeros = vec![0u8; self.db.page_size];
         let mut cleared = 0;
         for &p in free {
@@ -571,6 +572,7 @@ impl Pager {
         &self,
         pgno: Pgno,
         snap: &Header,
+        order: &dyn KeyOrder,
         f: &mut dyn FnMut(&Node),
     ) -> Result<()> {
         let slot = pgno as usize % HOT_SLOTS;
@@ -601,7 +603,7 @@ impl Pager {
                     }
                 }
             }
-            self.committed_node(pgno, Some(snap))?
+            self.committed_node(pgno, Some(snap), order)?
         };
         f(&node);
         HOT.with(|hot| {
@@ -670,11 +672,12 @@ impl Pager {
         }
     }
 
-    fn decode_ctx(&self, committed_tid: u64) -> DecodeCtx {
+    fn decode_ctx<'a>(&self, committed_tid: u64, order: &'a dyn KeyOrder) -> DecodeCtx<'a> {
         DecodeCtx {
             page_size: self.db.page_size,
             committed_tid,
             checksums: self.sums,
+            order,
         }
     }
 
@@ -689,20 +692,34 @@ impl Pager {
     /// Committed image of a page as of `snap` (a reader's header; `None`:
     /// the newest commit).
     pub fn committed_raw(&self, pgno: Pgno, snap: Option<&Header>) -> Result<Arc<[u8]>> {
-        self.load(pgno, snap, false).map(|(raw, _)| raw)
+        self.load(pgno, snap, None).map(|(raw, _)| raw)
     }
 
-    /// Committed logical view of a tree page as of `snap`.
-    pub fn committed_node(&self, pgno: Pgno, snap: Option<&Header>) -> Result<Arc<Node>> {
+    /// Committed logical view of a tree page as of `snap`, of a table
+    /// whose keys follow `order`.
+    pub fn committed_node(
+        &self,
+        pgno: Pgno,
+        snap: Option<&Header>,
+        order: &dyn KeyOrder,
+    ) -> Result<Arc<Node>> {
         if pgno < 2 {
             let count = snap.map_or_else(|| self.header().page_count, |h| h.page_count);
             return Err(self.out_of_range(pgno, count));
         }
-        let (_, node) = self.load(pgno, snap, true)?;
+        let (_, node) = self.load(pgno, snap, Some(order))?;
         Ok(node.expect("load decodes when asked"))
     }
 
-    fn load(&self, pgno: Pgno, snap: Option<&Header>, want_node: bool) -> Result<Loaded> {
+    /// The committed image of `pgno` as of `snap` and, when `order` is
+    /// given (the key order of the page's table), its decoded node.
+    fn load(
+        &self,
+        pgno: Pgno,
+        snap: Option<&Header>,
+        order: Option<&dyn KeyOrder>,
+    ) -> Result<Loaded> {
+        let want_node = order.is_some();
         let h = match snap {
             Some(h) => *h,
             None => self.header(),
@@ -710,12 +727,13 @@ impl Pager {
         if pgno == 0 || pgno > h.page_count {
             return Err(self.out_of_range(pgno, h.page_count));
         }
-        let ctx = self.decode_ctx(h.fcc);
         let decode = |raw: &Arc<[u8]>| -> Result<Option<Arc<Node>>> {
-            Ok(if want_node {
-                Some(Arc::new(self.decode_page(pgno, raw, &ctx)?))
-            } else {
-                None
+            Ok(match order {
+                Some(order) => {
+                    let ctx = self.decode_ctx(h.fcc, order);
+                    Some(Arc::new(self.decode_page(pgno, raw, &ctx)?))
+                }
+                None => None,
             })
         };
         let sh = self.cache.read(pgno);
@@ -1365,7 +1383,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         self.st.header.page_count
     }
 
-    fn node(&self, pgno: Pgno) -> Result<Arc<Node>> {
+    fn node(&self, pgno: Pgno, order: &dyn KeyOrder) -> Result<Arc<Node>> {
         self.check_range(pgno)?;
         if pgno < 2 {
             return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
@@ -1373,7 +1391,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         match self.st.dirty.get(&pgno) {
             Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => return Ok(n.clone()),
             Some(Dirty::Raw(r)) => {
-                let ctx = self.pager.decode_ctx(self.st.txn.tid);
+                let ctx = self.pager.decode_ctx(self.st.txn.tid, order);
                 return Ok(Arc::new(self.pager.decode_page(pgno, r, &ctx)?));
             }
             None => {}
@@ -1381,10 +1399,10 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         self.pager.locks.before_read(&self.st.txn, pgno)?;
         if self.st.spilled.contains(&pgno) {
             let raw = self.pager.read_committed(pgno, self.st.txn.tid)?;
-            let ctx = self.pager.decode_ctx(self.st.txn.tid);
+            let ctx = self.pager.decode_ctx(self.st.txn.tid, order);
             return Ok(Arc::new(self.pager.decode_page(pgno, &raw, &ctx)?));
         }
-        self.pager.committed_node(pgno, None)
+        self.pager.committed_node(pgno, None, order)
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
@@ -1408,7 +1426,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         };
         if pgno >= 2 {
             self.pager
-                .check_raw(pgno, &raw, &self.pager.decode_ctx(fcc))?;
+                .check_raw(pgno, &raw, &self.pager.decode_ctx(fcc, &BYTEWISE))?;
         }
         Ok(raw)
     }
@@ -1586,19 +1604,19 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
         self.snap.page_count
     }
 
-    fn node(&self, pgno: Pgno) -> Result<Arc<Node>> {
-        self.pager.committed_node(pgno, Some(&self.snap))
+    fn node(&self, pgno: Pgno, order: &dyn KeyOrder) -> Result<Arc<Node>> {
+        self.pager.committed_node(pgno, Some(&self.snap), order)
     }
 
-    fn visit_node(&self, pgno: Pgno, f: &mut dyn FnMut(&Node)) -> Result<()> {
-        self.pager.visit_committed_node(pgno, &self.snap, f)
+    fn visit_node(&self, pgno: Pgno, order: &dyn KeyOrder, f: &mut dyn FnMut(&Node)) -> Result<()> {
+        self.pager.visit_committed_node(pgno, &self.snap, order, f)
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
         let raw = self.pager.committed_raw(pgno, Some(&self.snap))?;
         if pgno >= 2 {
             self.pager
-                .check_raw(pgno, &raw, &self.pager.decode_ctx(self.snap.fcc))?;
+                .check_raw(pgno, &raw, &self.pager.decode_ctx(self.snap.fcc, &BYTEWISE))?;
         }
         Ok(raw)
     }
@@ -1607,7 +1625,7 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
         self.pager.shared.lock().free.clone()
     }
 
-    fn verify_page(&self, pgno: Pgno, role: PageRole) -> Result<()> {
+    fn verify_page(&self, pgno: Pgno, role: PageRole, order: &dyn KeyOrder) -> Result<()> {
         // Page 1 from storage: a mode may rewrite its fields there without
         // the pager's copy (DASH's tail).
         let raw = if role == PageRole::Header {
@@ -1615,7 +1633,7 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
         } else {
             self.pager.committed_raw(pgno, Some(&self.snap))?
         };
-        let ctx = self.pager.decode_ctx(self.snap.fcc);
+        let ctx = self.pager.decode_ctx(self.snap.fcc, order);
         let file = self.pager.file_name();
         let f = &self.pager.format;
         match role {
