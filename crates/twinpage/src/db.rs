@@ -3,7 +3,7 @@
 use crate::base::{Durability, Synchronous};
 use crate::base::{Error, Pgno, Result, BYTEWISE};
 use crate::btree::walk::{self, CheckReport};
-use crate::btree::{self, RangeIter, TreeConfig};
+use crate::btree::{self, RangeIter, SplitPolicy, TreeConfig};
 use crate::journal::{
     CheckpointInfo, CheckpointMode, JournalMode, ModeOptions, Recovery, TestFaults,
 };
@@ -145,11 +145,6 @@ impl Options {
         self
     }
 
-    /// Set an option by name, as the CLI and benchmark spell them:
-    /// `journal_mode`, `synchronous`, `page_size`, `cache_size` (bytes, or
-    /// negative KiB like SQLite), `busy_timeout` (ms), `merge`,
-    /// `redistribute`, `read_only`, `checksums`; any other name is kept as a journal-mode option and
-    /// checked by the mode at open.
     fn tree_mut(&mut self) -> &mut TreeConfig {
         let default = self.journal_mode.spec().tree;
         self.tree.get_or_insert(default)
@@ -160,6 +155,12 @@ impl Options {
         self.tree.unwrap_or(self.journal_mode.spec().tree)
     }
 
+    /// Set an option by name, as the CLI and benchmark spell them:
+    /// `journal_mode`, `synchronous`, `page_size`, `cache_size` (bytes, or
+    /// negative KiB like SQLite), `busy_timeout` (ms), `merge`,
+    /// `redistribute`, `spread`, `split` (`keep-left` or `copy-both`),
+    /// `read_only`, `checksums`; any other name is kept as a journal-mode
+    /// option and checked by the mode at open.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let bad = || Error::InvalidArgument(format!("bad value {value:?} for option {key}"));
         let boolean = |v: &str| match v {
@@ -184,6 +185,14 @@ impl Options {
             }
             "merge" => self.tree_mut().merge = boolean(value)?,
             "redistribute" => self.tree_mut().redistribute = boolean(value)?,
+            "spread" => self.tree_mut().spread = boolean(value)?,
+            "split" => {
+                self.tree_mut().split = match value {
+                    "keep-left" | "lazy" => SplitPolicy::KeepLeft,
+                    "copy-both" | "classic" => SplitPolicy::CopyBoth,
+                    _ => return Err(bad()),
+                }
+            }
             "read_only" => self.read_only = boolean(value)?,
             "checksums" | "page_checksums" => self.page_checksums = boolean(value)?,
             _ => self.mode_opts.0.push((key.to_string(), value.to_string())),

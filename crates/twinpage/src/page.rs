@@ -66,6 +66,13 @@ pub trait PageWrite: PageRead {
     fn allocate(&mut self) -> Result<Pgno>;
     /// Give a page back (it joins the free list at commit).
     fn free(&mut self, pgno: Pgno) -> Result<()>;
+    /// Give a tree page back after its content moved elsewhere (the
+    /// classic multi-version split, \[LSM\] §3.2): a format that keeps
+    /// versions inside the page records the node's death by writing its
+    /// final, empty version; others just free it.
+    fn retire(&mut self, pgno: Pgno) -> Result<()> {
+        self.free(pgno)
+    }
     /// Whether `node` fits on page `pgno` (formats that keep the previous
     /// version in the page need that page's committed image to tell).
     fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool>;
@@ -98,11 +105,7 @@ pub trait PageWrite: PageRead {
     }
     /// Whether `node` fits on a page this transaction allocates.
     fn fits_fresh(&self, node: &Node) -> bool {
-        let ctx = EncodeCtx {
-            page_size: self.page_size(),
-            tid: 0,
-            checksums: false,
-        };
+        let ctx = EncodeCtx::new(self.page_size(), 0, false);
         self.format().fits(node, None, &ctx)
     }
 }

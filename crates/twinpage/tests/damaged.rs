@@ -184,11 +184,7 @@ fn huge_lengths_do_not_allocate() {
         checksums: true,
         order: &twinpage::base::BYTEWISE,
     };
-    let ectx = EncodeCtx {
-        page_size: PS,
-        tid: 1,
-        checksums: true,
-    };
+    let ectx = EncodeCtx::new(PS, 1, true);
     let mut m = img.clone();
     let mut patched = 0;
     for p in 2..pages {

@@ -235,11 +235,7 @@ fn page_utilization() {
                     key: (cells.len() as u32).to_be_bytes().to_vec().into(),
                     value: Value::Inline(vec![0; r - 4].into()),
                 });
-                let ctx = twinpage::node::EncodeCtx {
-                    page_size: ps,
-                    tid: 1,
-                    checksums: true,
-                };
+                let ctx = twinpage::node::EncodeCtx::new(ps, 1, true);
                 if !f.fits(&Node::Leaf(cells.clone()), None, &ctx) {
                     return cells.len() - 1;
                 }

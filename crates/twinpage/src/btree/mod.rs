@@ -25,13 +25,44 @@ pub struct TreeConfig {
     pub merge: bool,
     /// Otherwise, move cells from a sibling (LS-MVBT turns this off).
     pub redistribute: bool,
+    /// Sibling redistribution on overflow (SQLite's balance, \[LSM\] §5.3):
+    /// a node that does not fit its page first shares its cells with its
+    /// left and right siblings, rewriting them and the parent, and splits
+    /// only when the siblings cannot take them.
+    pub spread: bool,
+    /// How an overflowing node splits.
+    pub split: SplitPolicy,
+    /// A node that does not fit over its page's committed image moves to
+    /// a fresh page whenever it fits one (a compacted copy: \[IPS\]'s lazy
+    /// garbage collection, §3.2.2), not only when it fills at most half a
+    /// page. The root never moves.
+    pub relocate_full: bool,
+}
+
+/// How [`insert`] splits a node that does not fit its page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitPolicy {
+    /// The node keeps its left half in place and the right half moves to
+    /// a new page (B+tree split; under a versioned format the node keeps
+    /// the moved cells as dead ones: \[LSM\]'s *lazy split*, three dirty
+    /// nodes).
+    KeepLeft,
+    /// Both halves move to new pages and the node is retired
+    /// ([`PageWrite::retire`]): the classic multi-version split, a
+    /// version split plus a key split (\[LSM\] §3.2, Fig. 1: four dirty
+    /// nodes). A node that moves without splitting retires its page too.
+    CopyBoth,
 }
 
 impl TreeConfig {
-    /// Merge and redistribute, as SQLite does.
+    /// Merge and redistribute after deletes, split keeping the left half:
+    /// the engine's default (SQLite also spreads on overflow).
     pub const DEFAULT: TreeConfig = TreeConfig {
         merge: true,
         redistribute: true,
+        spread: false,
+        split: SplitPolicy::KeepLeft,
+        relocate_full: false,
     };
 }
 
@@ -273,6 +304,17 @@ struct Split {
 struct Placed {
     first: Pgno,
     split: Option<Split>,
+    /// The node fits neither at `first` nor, moved, on a fresh page, and
+    /// was left to the parent ([`TreeConfig::spread`]): it offers the
+    /// cells to the node's siblings ([`spread`]) and splits it
+    /// ([`split_node`]) only if they cannot take them.
+    overflow: Option<Overflow>,
+}
+
+/// An overflowing node handed up to its parent.
+struct Overflow {
+    node: Node,
+    appended: bool,
 }
 
 impl Placed {
@@ -280,6 +322,7 @@ impl Placed {
         Placed {
             first: pgno,
             split: None,
+            overflow: None,
         }
     }
 }
@@ -316,13 +359,28 @@ fn used_bytes<P: PageRead + ?Sized>(p: &P, node: &Node) -> usize {
     }
 }
 
+/// Give up a tree page whose content now lives elsewhere: freed, or
+/// retired under the classic multi-version split ([`SplitPolicy::CopyBoth`]).
+fn give_back<P: PageWrite + ?Sized>(p: &mut P, pgno: Pgno, cfg: &TreeConfig) -> Result<()> {
+    match cfg.split {
+        SplitPolicy::KeepLeft => p.free(pgno),
+        SplitPolicy::CopyBoth => p.retire(pgno),
+    }
+}
+
 /// Put `node` on a page this transaction allocates, giving up `old`
 /// unless it is pinned (the root never moves).
-fn relocate<P: PageWrite + ?Sized>(p: &mut P, old: Pgno, node: Node, pinned: bool) -> Result<Pgno> {
+fn relocate<P: PageWrite + ?Sized>(
+    p: &mut P,
+    old: Pgno,
+    node: Node,
+    pinned: bool,
+    cfg: &TreeConfig,
+) -> Result<Pgno> {
     let new = p.allocate()?;
     p.put_node(new, node)?;
     if !pinned {
-        p.free(old)?;
+        give_back(p, old, cfg)?;
     }
     Ok(new)
 }
@@ -333,13 +391,15 @@ fn relocate<P: PageWrite + ?Sized>(p: &mut P, old: Pgno, node: Node, pinned: boo
 /// frees becomes usable only after the commit); a small node then moves,
 /// a large one splits, and a half that still does not fit in place moves.
 /// `pinned` pages (the root) never move: the caller grows the tree over
-/// the pages returned instead.
+/// the pages returned instead. With [`TreeConfig::spread`] a node that
+/// would split is handed to the parent instead ([`Placed::overflow`]).
 fn store<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
     node: Node,
     appended: bool,
     pinned: bool,
+    cfg: &TreeConfig,
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
     let Some(node) = p.put_node_if_fits(pgno, node)? else {
@@ -347,8 +407,9 @@ fn store<P: PageWrite + ?Sized>(
     };
     let f = p.format();
     let half = f.capacity(p.page_size()) / 2;
-    if p.fits_fresh(&node) && (node.len() < 3 || (!pinned && used_bytes(p, &node) <= half)) {
-        let new = relocate(p, pgno, node, pinned)?;
+    let small = node.len() < 3 || (!pinned && (cfg.relocate_full || used_bytes(p, &node) <= half));
+    if small && p.fits_fresh(&node) {
+        let new = relocate(p, pgno, node, pinned, cfg)?;
         return Ok(Placed::at(new));
     }
     if node.len() < 3 {
@@ -357,7 +418,24 @@ fn store<P: PageWrite + ?Sized>(
             "node with fewer than three cells does not fit a page",
         ));
     }
-    let (left, right_node, sep) = match node {
+    if cfg.spread && !pinned {
+        return Ok(Placed {
+            first: pgno,
+            split: None,
+            overflow: Some(Overflow { node, appended }),
+        });
+    }
+    split_node(p, pgno, node, appended, pinned, cfg, order)
+}
+
+/// The two halves of an overflowing node and the separator between them.
+fn halves(
+    f: &dyn crate::node::NodeFormat,
+    node: Node,
+    appended: bool,
+    order: &dyn KeyOrder,
+) -> (Node, Node, Bytes) {
+    match node {
         Node::Leaf(mut cells) => {
             // Appending at the end (sequential keys): keep the left page
             // full instead of leaving two half-empty pages.
@@ -399,17 +477,186 @@ fn store<P: PageWrite + ?Sized>(
                 mid.key,
             )
         }
-    };
+    }
+}
+
+/// Split a node of at least three cells that does not fit at `pgno`: the
+/// right half goes to a new page; the left half stays in place if it fits
+/// there ([`SplitPolicy::KeepLeft`]) or moves to a new page too.
+fn split_node<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pgno: Pgno,
+    node: Node,
+    appended: bool,
+    pinned: bool,
+    cfg: &TreeConfig,
+    order: &dyn KeyOrder,
+) -> Result<Placed> {
+    let (left, right_node, sep) = halves(p.format(), node, appended, order);
     let right = p.allocate()?;
     p.put_node(right, right_node)?;
-    let first = match p.put_node_if_fits(pgno, left)? {
-        None => pgno,
-        Some(left) => relocate(p, pgno, left, pinned)?,
+    let first = match cfg.split {
+        SplitPolicy::KeepLeft => match p.put_node_if_fits(pgno, left)? {
+            None => pgno,
+            Some(left) => relocate(p, pgno, left, pinned, cfg)?,
+        },
+        SplitPolicy::CopyBoth => relocate(p, pgno, left, pinned, cfg)?,
     };
     Ok(Placed {
         first,
         split: Some(Split { sep, right }),
+        overflow: None,
     })
+}
+
+/// Start of each share when `sizes` are dealt to `k` pages in order,
+/// evenly by size: `k - 1` indices, increasing, each share non-empty.
+fn share_bounds(sizes: &[usize], k: usize) -> Option<Vec<usize>> {
+    let total: usize = sizes.iter().sum();
+    let mut bounds = Vec::with_capacity(k.saturating_sub(1));
+    let mut acc = 0;
+    for (i, s) in sizes.iter().enumerate() {
+        if bounds.len() + 1 == k {
+            break;
+        }
+        acc += s;
+        if acc * k >= total * (bounds.len() + 1) {
+            bounds.push(i + 1);
+        }
+    }
+    let ok = bounds.len() + 1 == k
+        && bounds.windows(2).all(|w| w[0] < w[1])
+        && bounds.first().is_some_and(|&b| b > 0)
+        && bounds.last().is_some_and(|&b| b < sizes.len());
+    ok.then_some(bounds)
+}
+
+/// [`TreeConfig::spread`]: deal the cells of an overflowing child (`node`,
+/// child `idx` of the parent) and of its left and right siblings evenly
+/// over the same pages, each share over its own page, and update the
+/// parent's separators. Hands the node back, having written nothing, when
+/// it has no sibling or a share does not fit its page.
+fn spread<P: PageWrite + ?Sized>(
+    p: &mut P,
+    cells: &mut [InteriorCell],
+    right: Pgno,
+    idx: usize,
+    node: Node,
+    order: &dyn KeyOrder,
+) -> Result<Option<Node>> {
+    let children = cells.len() + 1;
+    if children < 2 {
+        return Ok(Some(node));
+    }
+    let (lo, hi) = (idx.saturating_sub(1), (idx + 1).min(children - 1));
+    let pages: Vec<Pgno> = (lo..=hi).map(|j| child_at(cells, right, j)).collect();
+    let mut sibs = Vec::with_capacity(pages.len());
+    for (j, &pg) in (lo..=hi).zip(&pages) {
+        if j != idx {
+            let n = p.node(pg, order)?;
+            if n.is_leaf() != node.is_leaf() {
+                return Err(corrupt(pg, "siblings at different depths"));
+            }
+            sibs.push(Some(n));
+        } else {
+            sibs.push(None);
+        }
+    }
+    let f = p.format();
+    let k = pages.len();
+    let (shares, seps): (Vec<Node>, Vec<Bytes>) = match &node {
+        Node::Leaf(own) => {
+            let mut all: Vec<LeafCell> = Vec::new();
+            for s in &sibs {
+                match s.as_deref() {
+                    Some(Node::Leaf(c)) => all.extend(c.iter().cloned()),
+                    _ => all.extend(own.iter().cloned()),
+                }
+            }
+            let sizes: Vec<usize> = all.iter().map(|c| f.leaf_cell_size(c)).collect();
+            let Some(bounds) = share_bounds(&sizes, k) else {
+                return Ok(Some(node));
+            };
+            let seps = bounds
+                .iter()
+                .map(|&b| separator(&all[b - 1].key, &all[b].key, order))
+                .collect();
+            let mut shares = Vec::with_capacity(k);
+            for &b in bounds.iter().rev() {
+                shares.push(Node::Leaf(all.split_off(b)));
+            }
+            shares.push(Node::Leaf(all));
+            shares.reverse();
+            (shares, seps)
+        }
+        Node::Interior {
+            cells: own,
+            right: own_right,
+        } => {
+            // The parent's separators between the siblings come down as
+            // cells over each sibling's rightmost child.
+            let mut all: Vec<InteriorCell> = Vec::new();
+            let mut last_right = *own_right;
+            for (i, s) in sibs.iter().enumerate() {
+                let (c, r) = match s.as_deref() {
+                    Some(Node::Interior { cells, right }) => (cells, *right),
+                    _ => (own, *own_right),
+                };
+                all.extend(c.iter().cloned());
+                if i + 1 < k {
+                    all.push(InteriorCell {
+                        key: cells[lo + i].key.clone(),
+                        child: r,
+                    });
+                } else {
+                    last_right = r;
+                }
+            }
+            // Each boundary cell goes up: its child becomes the right
+            // child of the share before it.
+            let sizes: Vec<usize> = all.iter().map(|c| f.interior_cell_size(c)).collect();
+            let Some(bounds) = share_bounds(&sizes, k) else {
+                return Ok(Some(node));
+            };
+            let ups: Vec<usize> = bounds.iter().map(|&b| b - 1).collect();
+            if ups.windows(2).any(|w| w[1] <= w[0] + 1) || ups[0] == 0 {
+                return Ok(Some(node));
+            }
+            let mut shares = Vec::with_capacity(k);
+            let mut seps = Vec::with_capacity(k - 1);
+            let mut rest = all;
+            let mut taken = 0;
+            for &u in &ups {
+                let mut tail = rest.split_off(u - taken + 1);
+                std::mem::swap(&mut rest, &mut tail);
+                // `tail` is this share plus its boundary cell.
+                let up = tail.pop().expect("boundary cell");
+                taken = u + 1;
+                seps.push(up.key);
+                shares.push(Node::Interior {
+                    cells: tail,
+                    right: up.child,
+                });
+            }
+            shares.push(Node::Interior {
+                cells: rest,
+                right: last_right,
+            });
+            (shares, seps)
+        }
+    };
+    for (&pg, share) in pages.iter().zip(&shares) {
+        if !p.fits(pg, share)? {
+            return Ok(Some(node));
+        }
+    }
+    for (&pg, share) in pages.iter().zip(shares) {
+        p.put_node(pg, share)?;
+    }
+    for (j, sep) in (lo..hi).zip(seps) {
+        cells[j].key = sep;
+    }
+    Ok(None)
 }
 
 /// Point the parent's child slot `idx` at where the child went.
@@ -468,7 +715,7 @@ pub fn delete<P: PageWrite + ?Sized>(
     let mut op = Op::Delete;
     let (existed, placed) = modify(p, root, key, &mut op, cfg, order, 0)?;
     settle_root(p, root, placed, order)?;
-    shrink_root(p, root, order)?;
+    shrink_root(p, root, cfg, order)?;
     Ok(existed)
 }
 
@@ -552,7 +799,12 @@ fn settle_root<P: PageWrite + ?Sized>(
 }
 
 /// A root interior node left with a single child takes over its content.
-fn shrink_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder) -> Result<()> {
+fn shrink_root<P: PageWrite + ?Sized>(
+    p: &mut P,
+    root: Pgno,
+    cfg: &TreeConfig,
+    order: &dyn KeyOrder,
+) -> Result<()> {
     for _ in 0..MAX_DEPTH {
         let node = p.node(root, order)?;
         match &*node {
@@ -564,7 +816,7 @@ fn shrink_root<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrde
                     return Ok(());
                 }
                 p.put_node(root, content)?;
-                p.free(child)?;
+                give_back(p, child, cfg)?;
             }
             _ => return Ok(()),
         }
@@ -606,7 +858,7 @@ fn modify<P: PageWrite + ?Sized>(
                     let old = std::mem::replace(&mut cells[i].value, new);
                     free_value(p, &old)?;
                     let last = i + 1 == cells.len();
-                    let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0, order)?;
+                    let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0, cfg, order)?;
                     if placed.first == pgno && placed.split.is_none() {
                         p.note_change(pgno, i);
                     }
@@ -624,7 +876,7 @@ fn modify<P: PageWrite + ?Sized>(
                     );
                     Ok((
                         false,
-                        store(p, pgno, Node::Leaf(cells), appended, depth == 0, order)?,
+                        store(p, pgno, Node::Leaf(cells), appended, depth == 0, cfg, order)?,
                     ))
                 }
                 (Op::Delete, Ok(i)) => {
@@ -633,7 +885,7 @@ fn modify<P: PageWrite + ?Sized>(
                     free_value(p, &c.value)?;
                     Ok((
                         true,
-                        store(p, pgno, Node::Leaf(cells), false, depth == 0, order)?,
+                        store(p, pgno, Node::Leaf(cells), false, depth == 0, cfg, order)?,
                     ))
                 }
                 (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
@@ -642,7 +894,20 @@ fn modify<P: PageWrite + ?Sized>(
         Node::Interior { cells, right } => {
             let idx = child_index(cells, key, order);
             let child = child_at(cells, *right, idx);
-            let (existed, placed) = modify(p, child, key, op, cfg, order, depth + 1)?;
+            let (existed, mut placed) = modify(p, child, key, op, cfg, order, depth + 1)?;
+            if let Some(ov) = placed.overflow.take() {
+                // The child overflows (`spread`): its siblings take the
+                // cells, or it splits.
+                let (mut cells, mut right) = (cells.clone(), *right);
+                let appended = idx == cells.len();
+                if let Some(n) = spread(p, &mut cells, right, idx, ov.node, order)? {
+                    let placed = split_node(p, child, n, ov.appended, false, cfg, order)?;
+                    absorb(&mut cells, &mut right, idx, placed);
+                }
+                let node = Node::Interior { cells, right };
+                let placed = store(p, pgno, node, appended, depth == 0, cfg, order)?;
+                return Ok((existed, placed));
+            }
             let split = placed.split.is_some();
             let moved = split || placed.first != child;
             let may_rebalance = !split
@@ -670,6 +935,7 @@ fn modify<P: PageWrite + ?Sized>(
                 Node::Interior { cells, right },
                 appended,
                 depth == 0,
+                cfg,
                 order,
             )?;
             Ok((existed, placed))
@@ -753,9 +1019,9 @@ fn rebalance<P: PageWrite + ?Sized>(
         };
         if let Some(t) = target {
             p.put_node(t, merged)?;
-            p.free(b)?;
+            give_back(p, b, cfg)?;
             if t != a {
-                p.free(a)?;
+                give_back(p, a, cfg)?;
             }
             cells.remove(j);
             if j < cells.len() {

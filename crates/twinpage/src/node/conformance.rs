@@ -32,11 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 pub const PAGE_SIZES: &[usize] = &[512, 1024, 4096];
 
 fn enc(ps: usize, tid: u64) -> EncodeCtx {
-    EncodeCtx {
-        page_size: ps,
-        tid,
-        checksums: true,
-    }
+    EncodeCtx::new(ps, tid, true)
 }
 
 fn dec(ps: usize, committed_tid: u64) -> DecodeCtx<'static> {

@@ -1112,11 +1112,7 @@ mod tests {
     }
 
     fn ectx(tid: u64) -> EncodeCtx {
-        EncodeCtx {
-            page_size: PS,
-            tid,
-            checksums: true,
-        }
+        EncodeCtx::new(PS, tid, true)
     }
 
     fn dctx(fcc: u64) -> DecodeCtx<'static> {

@@ -133,6 +133,24 @@ pub struct EncodeCtx {
     pub tid: u64,
     /// Write page checksums (the database was created with them).
     pub checksums: bool,
+    /// The oldest version anyone may still read: the snapshot the writer
+    /// started from, or an older open reader's. A format that keeps old
+    /// versions inside the page may drop those that ended at or before it
+    /// (lazy garbage collection, \[LSM\] §5.1); the others ignore it.
+    pub horizon: u64,
+}
+
+impl EncodeCtx {
+    /// The context of writer `tid` with no reader older than its snapshot
+    /// (`horizon = tid - 1`).
+    pub fn new(page_size: usize, tid: u64, checksums: bool) -> Self {
+        EncodeCtx {
+            page_size,
+            tid,
+            checksums,
+            horizon: tid.saturating_sub(1),
+        }
+    }
 }
 
 /// Converts between page bytes and the logical view.

@@ -377,11 +377,7 @@ mod tests {
     fn roundtrip_leaf_and_interior() {
         let f = SlottedFormat;
         let ps = 512;
-        let ectx = EncodeCtx {
-            page_size: ps,
-            tid: 1,
-            checksums: true,
-        };
+        let ectx = EncodeCtx::new(ps, 1, true);
         let dctx = DecodeCtx {
             page_size: ps,
             committed_tid: 1,

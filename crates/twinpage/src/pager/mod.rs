@@ -37,6 +37,10 @@
 //!   later operation fails with [`Error::Poisoned`].
 //! - **P8** A read-only pager never writes, creates, truncates, renames or
 //!   removes a file: its VFS refuses them ([`crate::storage::ReadOnlyVfs`]).
+//! - **P9** A page that commit T freed is not reused while a reader of a
+//!   snapshot older than T is open (in-memory free list): formats that
+//!   keep old versions inside the page (MVBT) let such a reader descend
+//!   into it. Modes whose commits wait for readers never hold a page.
 
 mod cache;
 mod freelist;
@@ -101,6 +105,9 @@ struct Shared {
     /// ([`FreeListPolicy::Volatile`]); the header's trunk fields are then 0
     /// and its count mirrors this list.
     free: Option<Vec<Pgno>>,
+    /// Pages of `free` that commit `Tid` freed while a reader of an older
+    /// snapshot was open (P9): not reused until every such reader is gone.
+    held: Vec<(Tid, Pgno)>,
 }
 
 /// The states of a pager (P6). Readers do not change it: any number of
@@ -297,6 +304,7 @@ impl Pager {
                 header,
                 readers: BTreeMap::new(),
                 free: None,
+                held: Vec::new(),
             })),
             cache: ShardedCache::new(cache_pages),
             closed: AtomicBool::new(false),
@@ -500,11 +508,7 @@ impl Pager {
             2,
             &Node::empty_leaf(),
             None,
-            &EncodeCtx {
-                page_size: ps,
-                tid: 0,
-                checksums: cfg.page_checksums,
-            },
+            &EncodeCtx::new(ps, 0, cfg.page_checksums),
             &mut p2,
         )?;
         file.set_len(0)?;
@@ -665,11 +669,12 @@ impl Pager {
     }
 
     fn encode_ctx(&self, tid: u64) -> EncodeCtx {
-        EncodeCtx {
-            page_size: self.db.page_size,
-            tid,
-            checksums: self.sums,
+        let mut ctx = EncodeCtx::new(self.db.page_size, tid, self.sums);
+        if self.format.needs_base() {
+            // Versions an open reader may still read stay in the page.
+            ctx.horizon = ctx.horizon.min(self.oldest_snapshot());
         }
+        ctx
     }
 
     fn decode_ctx<'a>(&self, committed_tid: u64, order: &'a dyn KeyOrder) -> DecodeCtx<'a> {
@@ -865,9 +870,19 @@ impl Pager {
             )));
         }
         self.transition(PagerState::WriterActive)?;
-        let (header, free) = {
-            let sh = self.shared.lock();
-            (sh.header, sh.free.clone())
+        let (header, free, held) = {
+            let mut sh = self.shared.lock();
+            let oldest = sh.readers.keys().next().copied().unwrap_or(Tid::MAX);
+            // Pages freed by T are reusable once every reader sees T (P9).
+            sh.held.retain(|&(t, _)| t > oldest);
+            let held: PgnoSet = sh.held.iter().map(|&(_, p)| p).collect();
+            let free = sh.free.as_ref().map(|f| {
+                f.iter()
+                    .copied()
+                    .filter(|p| !held.contains(p))
+                    .collect::<Vec<_>>()
+            });
+            (sh.header, free, held)
         };
         let sp = self.txn_scratch();
         Ok(WriteState {
@@ -879,6 +894,7 @@ impl Pager {
             freed: sp.freed,
             allocated: sp.allocated,
             free,
+            held,
             exclusive: false,
             pgnos: sp.pgnos,
             pages: sp.pages,
@@ -1106,7 +1122,15 @@ impl Pager {
         let mut sh = self.shared.lock();
         sh.header = st.header;
         if let Some(free) = &st.free {
-            sh.free = Some(free.clone());
+            let mut all = free.clone();
+            all.extend(st.held.iter().copied());
+            sh.free = Some(all);
+            // Readers of older snapshots may still descend into the pages
+            // this commit freed (P9).
+            if sh.readers.keys().next().is_some_and(|&r| r < tid) {
+                let freed = st.freed.iter().map(|&p| (tid, p));
+                sh.held.extend(freed);
+            }
         }
         drop(sh);
         self.transition(PagerState::Idle)?;
@@ -1287,6 +1311,8 @@ pub struct WriteState {
     allocated: PgnoSet,
     /// The working in-memory free list (volatile free-list modes).
     free: Option<Vec<Pgno>>,
+    /// Free pages kept from reuse for older readers (P9), not in `free`.
+    held: PgnoSet,
     exclusive: bool,
     /// Commit scratch, kept with the transaction for reuse.
     pgnos: Vec<Pgno>,
@@ -1432,7 +1458,9 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
     }
 
     fn free_pages(&self) -> Option<Vec<Pgno>> {
-        self.st.free.clone()
+        let mut all = self.st.free.clone()?;
+        all.extend(self.st.held.iter().copied());
+        Some(all)
     }
 }
 
@@ -1535,6 +1563,19 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         self.first_write(pgno)?;
         self.st.changed.insert(pgno, CHANGED_MORE);
         self.st.dirty.remove(&pgno);
+        self.st.freed.push(pgno);
+        Ok(())
+    }
+
+    fn retire(&mut self, pgno: Pgno) -> Result<()> {
+        if !self.pager.format.needs_base() || self.st.allocated.contains(&pgno) {
+            // No committed version to end.
+            return self.free(pgno);
+        }
+        // The empty version ends every cell of the committed one; the page
+        // is written with it and free from the commit on (it stays out of
+        // `CommitSet::free`, which lists pages free but not written).
+        self.put_node(pgno, Node::empty_leaf())?;
         self.st.freed.push(pgno);
         Ok(())
     }

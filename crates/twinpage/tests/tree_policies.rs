@@ -1,0 +1,75 @@
+//! The tree's split policies and sibling redistribution on overflow
+//! (`TreeConfig::split`, `TreeConfig::spread`) in every mode: random
+//! inserts, updates and deletes against a model, ending with the
+//! integrity check; and what each policy does to the tree's shape.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use twinpage::storage::MemVfs;
+use twinpage::JournalMode;
+
+fn run(mode: JournalMode, spread: bool, split: &str, seed: u64) -> (u32, u32) {
+    let vfs = MemVfs::new();
+    let path = Path::new("/policies.db");
+    let mut opts = mem_opts(&vfs, mode, 512);
+    opts.set("spread", if spread { "1" } else { "0" }).unwrap();
+    opts.set("split", split).unwrap();
+    let db = open(path, opts);
+    db.create_table("t").unwrap();
+    let mut model = BTreeMap::new();
+    let mut x = seed;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..6 {
+        let mut t = db.begin_write().unwrap();
+        for _ in 0..400 {
+            let r = next();
+            let k = format!("k{:05}", r % 3000).into_bytes();
+            if round >= 3 && r % 3 == 0 {
+                let existed = t.delete("t", &k).unwrap();
+                assert_eq!(existed, model.remove(&k).is_some());
+            } else {
+                let v = vec![(r >> 8) as u8; (r % 40) as usize];
+                t.put("t", &k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        t.commit().unwrap();
+        let mut want = Model::new();
+        want.insert("t".into(), model.clone());
+        assert_matches(&db, &want);
+    }
+    let report = db.check().unwrap();
+    let pages = db.stats().page_count;
+    db.close().unwrap();
+    (report.tree_pages as u32, pages)
+}
+
+#[test]
+fn every_policy_matches_the_model_in_every_mode() {
+    for &mode in JournalMode::ALL {
+        for spread in [false, true] {
+            for split in ["keep-left", "copy-both"] {
+                run(mode, spread, split, 0x9E37_79B9_7F4A_7C15);
+            }
+        }
+    }
+}
+
+#[test]
+fn spreading_fills_pages_better_than_splitting() {
+    let mode = JournalMode::Persist;
+    let (split_pages, _) = run(mode, false, "keep-left", 7);
+    let (spread_pages, _) = run(mode, true, "keep-left", 7);
+    assert!(
+        spread_pages < split_pages,
+        "sibling redistribution should need fewer tree pages: {spread_pages} vs {split_pages}"
+    );
+}
