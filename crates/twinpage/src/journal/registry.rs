@@ -136,6 +136,9 @@ const SYNC_BY_LEVEL: [Durability; 4] = [NoGuarantee, Atomic, Durable, Durable];
 
 const ONE_WRITER: &[Protocol] = &[Protocol::Sqlite];
 
+/// WAL's: readers see snapshots, so optimistic writers can run too.
+const WAL_PROTOCOLS: &[Protocol] = &[Protocol::Sqlite, Protocol::BeginConcurrent];
+
 /// A hot rollback journal (`-journal`).
 pub static ROLLBACK_JOURNAL: Leftover = Leftover {
     what: "rollback journal (-journal)",
@@ -279,6 +282,7 @@ pub static REGISTRY: &[ModeSpec] = &[
             )))
         },
         locking: Locking::Wal,
+        protocols: WAL_PROTOCOLS,
         leftovers: &[&WAL_LOG],
         ..SLOTTED
     },
