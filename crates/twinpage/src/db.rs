@@ -379,10 +379,7 @@ impl Db {
             }
         };
         Ok(ReadTxn {
-            pages: ReadPages {
-                pager: pager.clone(),
-                snap,
-            },
+            pages: ReadPages::new(pager.clone(), snap),
         })
     }
 
@@ -463,9 +460,10 @@ impl Db {
         let pager = &*self.inner.pager;
         pager.locks().begin_read(pager.busy_timeout())?;
         let r = pager.begin_read().and_then(|snap| {
-            let pages = ReadPages { pager, snap };
+            let pages = ReadPages::new(pager, snap);
             let r = table_root(&pages, snap.catalog_root, table)
                 .and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
+            pager.end_reader(pages.reader);
             pager.end_read(&snap);
             r
         });
@@ -669,6 +667,7 @@ impl ReadTxn {
 
 impl Drop for ReadTxn {
     fn drop(&mut self) {
+        self.pages.pager.end_reader(self.pages.reader);
         self.pages.pager.end_read(&self.pages.snap);
         self.pages.pager.locks().end_read();
     }

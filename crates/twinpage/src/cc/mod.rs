@@ -10,6 +10,7 @@
 //! the hooks documented in ARCHITECTURE.md.
 
 pub mod optimistic;
+pub mod pagelock;
 pub mod wal;
 
 use crate::base::{Error, Pgno, Result, Tid};
@@ -32,17 +33,31 @@ pub enum Protocol {
     /// on; a commit validates that no page it read or wrote was committed
     /// by someone else since ([`optimistic::BeginConcurrent`]).
     BeginConcurrent,
+    /// The thesis' page locks (\[TH\] §2.2.2): SHARED and EXCLUSIVE per
+    /// page in an in-process lock table, EXCLUSIVE on a commit's sorted
+    /// page set ([`pagelock::PageLocks`]).
+    PageLock,
+    /// `page-lock` with the thesis' single EXCLUSIVE range from page 1 to
+    /// the last page a commit writes, kept to measure what it costs.
+    PageLockRange,
 }
 
 impl Protocol {
     /// Every protocol, in the order their names are listed.
-    pub const ALL: &'static [Protocol] = &[Protocol::Sqlite, Protocol::BeginConcurrent];
+    pub const ALL: &'static [Protocol] = &[
+        Protocol::Sqlite,
+        Protocol::BeginConcurrent,
+        Protocol::PageLock,
+        Protocol::PageLockRange,
+    ];
 
     /// Canonical name.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Sqlite => "sqlite",
             Protocol::BeginConcurrent => "begin-concurrent",
+            Protocol::PageLock => "page-lock",
+            Protocol::PageLockRange => "page-lock-range",
         }
     }
 }
@@ -83,16 +98,35 @@ pub enum Locking {
     Wal,
 }
 
-/// The lock manager for a protocol over a mode's lock tables. A protocol
-/// that needs lock tables the mode does not have (BEGIN CONCURRENT needs
-/// readers that see snapshots, i.e. a log) is refused.
-pub fn lock_manager(protocol: Protocol, locking: Locking) -> Result<Arc<dyn LockManager>> {
+/// The lock manager for a protocol over a mode's lock tables, waiting up
+/// to `busy_timeout` for a lock. A protocol that needs lock tables the
+/// mode does not have (BEGIN CONCURRENT needs readers that see snapshots,
+/// i.e. a log) is refused.
+pub fn lock_manager(
+    protocol: Protocol,
+    locking: Locking,
+    busy_timeout: Duration,
+) -> Result<Arc<dyn LockManager>> {
+    use pagelock::{Granularity, PageLocks};
+    // Readers of the rollback modes read the file a commit changes in
+    // place: they lock the pages they read.
+    let readers = locking == Locking::Rollback;
     match (protocol, locking) {
         (Protocol::Sqlite, Locking::Rollback) => Ok(Arc::new(SqliteLocks::new())),
         (Protocol::Sqlite, Locking::Wal) => Ok(Arc::new(wal::WalLocks::new())),
         (Protocol::BeginConcurrent, Locking::Wal) => {
             Ok(Arc::new(optimistic::BeginConcurrent::new()))
         }
+        (Protocol::PageLock, _) => Ok(Arc::new(PageLocks::new(
+            Granularity::Pages,
+            readers,
+            busy_timeout,
+        ))),
+        (Protocol::PageLockRange, _) => Ok(Arc::new(PageLocks::new(
+            Granularity::Range,
+            readers,
+            busy_timeout,
+        ))),
         (p, l) => Err(Error::Unsupported(format!(
             "concurrency protocol {p} needs other lock tables than {l:?}"
         ))),

@@ -136,8 +136,22 @@ const SYNC_BY_LEVEL: [Durability; 4] = [NoGuarantee, Atomic, Durable, Durable];
 
 const ONE_WRITER: &[Protocol] = &[Protocol::Sqlite];
 
+/// The modes that write pages in place with undo (or none) and no page
+/// versions of their own: page locks keep readers off a committing
+/// writer's pages.
+const PAGE_LOCKS: &[Protocol] = &[
+    Protocol::Sqlite,
+    Protocol::PageLock,
+    Protocol::PageLockRange,
+];
+
 /// WAL's: readers see snapshots, so optimistic writers can run too.
-const WAL_PROTOCOLS: &[Protocol] = &[Protocol::Sqlite, Protocol::BeginConcurrent];
+const WAL_PROTOCOLS: &[Protocol] = &[
+    Protocol::Sqlite,
+    Protocol::BeginConcurrent,
+    Protocol::PageLock,
+    Protocol::PageLockRange,
+];
 
 /// A hot rollback journal (`-journal`).
 pub static ROLLBACK_JOURNAL: Leftover = Leftover {
@@ -237,6 +251,7 @@ pub static REGISTRY: &[ModeSpec] = &[
             )))
         },
         durability: [NoGuarantee; 4],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -249,6 +264,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         // journal, so the last commit may be rolled back; EXTRA does.
         durability: [NoGuarantee, Atomic, Atomic, Durable],
         leftovers: &[&ROLLBACK_JOURNAL],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -258,6 +274,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "SQLite journal_mode=TRUNCATE",
         make_journal: |s, f, o| rollback(RollbackKind::Truncate, JournalMode::Truncate, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -267,6 +284,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "SQLite journal_mode=PERSIST",
         make_journal: |s, f, o| rollback(RollbackKind::Persist, JournalMode::Persist, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {

@@ -260,7 +260,7 @@ impl Pager {
                 )));
             }
         };
-        let locks = cc::lock_manager(protocol, spec.locking)?;
+        let locks = cc::lock_manager(protocol, spec.locking, cfg.busy_timeout)?;
         let profile = locks.profile();
         let journal = (spec.make_journal)(cfg.sync, cfg.faults, &cfg.mode_opts)?;
         let leftovers = registry::foreign_leftovers(spec);
@@ -493,6 +493,7 @@ impl Pager {
             let view = ReadPages {
                 pager: self,
                 snap: h,
+                reader: 0,
             };
             match crate::btree::walk::reachable(&view, &h) {
                 Ok(used) => {
@@ -954,6 +955,14 @@ impl Pager {
             if *n == 0 {
                 sh.readers.remove(&snap.fcc);
             }
+        }
+    }
+
+    /// A read transaction that locked pages ([`ReadPages::reader`]) ended:
+    /// drop its locks.
+    pub fn end_reader(&self, reader: u64) {
+        if reader != 0 {
+            self.locks.end_reader(reader);
         }
     }
 
@@ -1626,7 +1635,19 @@ impl<R: Deref<Target = Pager>> Drop for WritePages<R> {
 impl<R: Deref<Target = Pager>> WritePages<R> {
     fn check_range(&self, pgno: Pgno) -> Result<()> {
         if pgno == 0 || pgno > self.st.header.page_count {
-            return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
+            // A writer that reads the newest state may reach pages that
+            // commits after its start added.
+            let newest = match self.pager.profile {
+                Profile {
+                    multi_writer: true,
+                    snapshot_reads: false,
+                    ..
+                } => self.pager.header().page_count,
+                _ => 0,
+            };
+            if pgno == 0 || pgno > newest {
+                return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
+            }
         }
         Ok(())
     }
@@ -2041,6 +2062,40 @@ pub struct ReadPages<R: Deref<Target = Pager> = Arc<Pager>> {
     pub pager: R,
     /// The header of the snapshot (its FCC and page count).
     pub snap: Header,
+    /// The reader's id in the protocol's page lock table (0: it takes no
+    /// page locks and reads `snap`).
+    pub reader: u64,
+}
+
+impl<R: Deref<Target = Pager>> ReadPages<R> {
+    /// A read transaction's view from the header [`Pager::begin_read`]
+    /// registered; it locks pages as it reads them if the protocol asks
+    /// ([`cc::Profile::reader_locks`]). End it with [`Pager::end_read`]
+    /// and [`Pager::end_reader`].
+    pub fn new(pager: R, snap: Header) -> Self {
+        let reader = if pager.profile.reader_locks {
+            cc::next_txn_id()
+        } else {
+            0
+        };
+        ReadPages {
+            pager,
+            snap,
+            reader,
+        }
+    }
+
+    /// The committed state to read `pgno` in: the snapshot, or, for a
+    /// reader that locks pages, the newest once the page is locked (no
+    /// commit can change it while the lock is held).
+    fn at(&self, pgno: Pgno) -> Result<Header> {
+        if self.reader == 0 {
+            return Ok(self.snap);
+        }
+        let p = &self.pager;
+        p.locks.reader_page(self.reader, pgno, p.cfg.busy_timeout)?;
+        Ok(p.header())
+    }
 }
 
 impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
@@ -2057,18 +2112,24 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
     }
 
     fn node(&self, pgno: Pgno, order: &dyn KeyOrder) -> Result<Arc<Node>> {
-        self.pager.committed_node(pgno, Some(&self.snap), order)
+        let h = self.at(pgno)?;
+        self.pager.committed_node(pgno, Some(&h), order)
     }
 
     fn visit_node(&self, pgno: Pgno, order: &dyn KeyOrder, f: &mut dyn FnMut(&Node)) -> Result<()> {
-        self.pager.visit_committed_node(pgno, &self.snap, order, f)
+        if self.reader == 0 {
+            return self.pager.visit_committed_node(pgno, &self.snap, order, f);
+        }
+        let h = self.at(pgno)?;
+        self.pager.visit_committed_node(pgno, &h, order, f)
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
-        let raw = self.pager.committed_raw(pgno, Some(&self.snap))?;
+        let h = self.at(pgno)?;
+        let raw = self.pager.committed_raw(pgno, Some(&h))?;
         if pgno >= 2 {
             self.pager
-                .check_raw(pgno, &raw, &self.pager.decode_ctx(self.snap.fcc, &BYTEWISE))?;
+                .check_raw(pgno, &raw, &self.pager.decode_ctx(h.fcc, &BYTEWISE))?;
         }
         Ok(raw)
     }
@@ -2080,12 +2141,13 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
     fn verify_page(&self, pgno: Pgno, role: PageRole, order: &dyn KeyOrder) -> Result<()> {
         // Page 1 from storage: a mode may rewrite its fields there without
         // the pager's copy (DASH's tail).
+        let h = self.at(pgno)?;
         let raw = if role == PageRole::Header {
-            self.pager.read_committed(pgno, self.snap.fcc)?
+            self.pager.read_committed(pgno, h.fcc)?
         } else {
-            self.pager.committed_raw(pgno, Some(&self.snap))?
+            self.pager.committed_raw(pgno, Some(&h))?
         };
-        let ctx = self.pager.decode_ctx(self.snap.fcc, order);
+        let ctx = self.pager.decode_ctx(h.fcc, order);
         let file = self.pager.file_name();
         let f = &self.pager.format;
         match role {
