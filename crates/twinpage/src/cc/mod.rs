@@ -224,19 +224,31 @@ impl CommitCheck<'_> {
 /// outside the pager's commit lock: they may wait), `commit_turn` (under
 /// it), `end_txn`, `end_write`. A rollback calls `end_txn(txn, None)` and
 /// `end_write`.
+///
+/// The file-level lock moments default to taking no lock: protocols that
+/// lock pages instead (or nothing) implement only what they need.
 pub trait LockManager: Send + Sync {
     /// Start a read transaction (SQLite: take SHARED).
-    fn begin_read(&self, timeout: Duration) -> Result<()>;
+    fn begin_read(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        Ok(())
+    }
     /// End a read transaction.
-    fn end_read(&self);
+    fn end_read(&self) {}
     /// Start a write transaction (SQLite: take RESERVED).
-    fn begin_write(&self, timeout: Duration) -> Result<()>;
+    fn begin_write(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        Ok(())
+    }
     /// The writer is about to change the database file: wait until no
     /// reader can observe it (SQLite: PENDING, then EXCLUSIVE). Idempotent
     /// within one write transaction.
-    fn lock_exclusive(&self, timeout: Duration) -> Result<()>;
+    fn lock_exclusive(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        Ok(())
+    }
     /// End a write transaction, dropping RESERVED/EXCLUSIVE.
-    fn end_write(&self);
+    fn end_write(&self) {}
 
     /// What the protocol needs from the pager (default: nothing; one
     /// writer at a time).

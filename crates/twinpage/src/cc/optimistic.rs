@@ -6,7 +6,7 @@
 //! keeps those versions). At commit, under the pager's commit lock (the
 //! log's append lock), the transaction is validated: if any page it read
 //! or wrote was committed by another transaction after its snapshot, it
-//! fails with a retryable [`Error::Conflict`] naming the page and table,
+//! fails with a retryable [`crate::Error::Conflict`] naming the page and table,
 //! and `Db::write` replays it. Otherwise it commits as the next TID.
 //!
 //! The paper describes the branch as checking the pages a transaction
@@ -24,7 +24,6 @@
 
 use super::{CommitCheck, LockManager, Profile, Txn};
 use crate::base::{Pgno, Result, Tid};
-use std::time::Duration;
 
 /// The lock manager of `begin-concurrent`: no locks, validation at commit.
 #[derive(Debug, Default)]
@@ -47,22 +46,6 @@ fn first_changed(pages: &[Pgno], snapshot: Tid, last: &dyn Fn(Pgno) -> Tid) -> O
 }
 
 impl LockManager for BeginConcurrent {
-    fn begin_read(&self, _timeout: Duration) -> Result<()> {
-        Ok(())
-    }
-
-    fn end_read(&self) {}
-
-    fn begin_write(&self, _timeout: Duration) -> Result<()> {
-        Ok(())
-    }
-
-    fn lock_exclusive(&self, _timeout: Duration) -> Result<()> {
-        Ok(())
-    }
-
-    fn end_write(&self) {}
-
     fn profile(&self) -> Profile {
         Profile {
             multi_writer: true,

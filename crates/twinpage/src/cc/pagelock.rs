@@ -34,7 +34,7 @@
 //! - **L3** No cycle of waits-for edges ever exists: the owner whose wait
 //!   would close one does not wait.
 
-use super::{next_txn_id, CommitCheck, LockManager, Profile, Txn};
+use super::{CommitCheck, LockManager, Profile, Txn};
 use crate::base::pgmap::PgnoMap;
 use crate::base::{Error, Pgno, Result, Tid};
 use parking_lot::{Condvar, Mutex};
@@ -245,23 +245,8 @@ impl PageLocks {
 }
 
 impl LockManager for PageLocks {
-    fn begin_read(&self, _timeout: Duration) -> Result<()> {
-        Ok(())
-    }
-
-    fn end_read(&self) {}
-
-    fn begin_write(&self, _timeout: Duration) -> Result<()> {
-        Ok(())
-    }
-
-    fn lock_exclusive(&self, _timeout: Duration) -> Result<()> {
-        // Only the one-writer paths (the clean close) ask: nothing else is
-        // open then.
-        Ok(())
-    }
-
-    fn end_write(&self) {}
+    // No file-level lock moments: `lock_exclusive` is asked only by the
+    // one-writer paths (the clean close), when nothing else is open.
 
     fn profile(&self) -> Profile {
         Profile {
@@ -270,14 +255,6 @@ impl LockManager for PageLocks {
             track_reads: false,
             page_hooks: true,
             reader_locks: self.reader_locks,
-        }
-    }
-
-    fn begin_txn(&self, committed: Tid) -> Txn {
-        Txn {
-            id: next_txn_id(),
-            tid: committed + 1,
-            snapshot: committed,
         }
     }
 
