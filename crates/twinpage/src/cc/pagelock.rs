@@ -15,7 +15,7 @@
 //! belong to the process and cannot separate its threads: this table does,
 //! and [`crate::storage`]'s `flock` keeps other processes out. Where the
 //! thesis leaves gaps:
-//! - page 1 is not locked: its fields are merged at commit (pager P9);
+//! - page 1 is not locked: its fields are merged at commit (pager P10);
 //! - the thesis takes one EXCLUSIVE range from the first to the last page
 //!   of the sorted set; [`Granularity::Range`] does that (from page 1, as a
 //!   commit there always writes the header) so its cost can be measured
