@@ -200,4 +200,5 @@ per_mode! {
     damaged_shadow_x => JournalMode::ShadowX,
     damaged_dhl_tc => JournalMode::DhlTc,
     damaged_dhl_cc => JournalMode::DhlCc,
+    damaged_ips => JournalMode::Ips,
 }

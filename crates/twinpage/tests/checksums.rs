@@ -63,11 +63,17 @@ fn a_flipped_bit_in_any_page_is_named() {
             // bytes on overflow pages; nothing a structural check sees.
             let img = vfs.duplicate();
             flip(&img, pgno, PS - 7);
-            let db = reopen(&img, mode).unwrap();
-            let read = read_all(&db);
-            let (_, problems) = db.check_all().unwrap();
             let named =
                 |e: &Error| matches!(e, Error::Corruption { page, .. } if *page as usize == pgno);
+            // Modes that keep the free list in memory read its trunk pages
+            // at open: a damaged one fails the open, naming it.
+            let db = match reopen(&img, mode) {
+                Ok(db) => db,
+                Err(e) if named(&e) => continue,
+                Err(e) => panic!("{mode}: open after a flip in page {pgno}: {e}"),
+            };
+            let read = read_all(&db);
+            let (_, problems) = db.check_all().unwrap();
             assert!(
                 read.as_ref().err().is_some_and(named) || problems.iter().any(named),
                 "{mode}: flip in page {pgno} not reported (read {read:?}, check {problems:?})"

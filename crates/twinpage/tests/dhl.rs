@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-use twinpage::node::{DhlFormat, LeafCell, Node, NodeFormat, SlottedFormat, Value};
+use twinpage::node::{DhlFormat, InPageFormat, LeafCell, Node, NodeFormat, SlottedFormat, Value};
 use twinpage::storage::MemVfs;
 use twinpage::{Db, Error, JournalMode, Options};
 

@@ -22,11 +22,11 @@ use twinpage_sim::sim::{CrashSpec, Keep, PersistenceModel, SimLog, SimOp, SimVfs
 pub const SEEDS_PER_MODE: usize = 2;
 
 /// The page sizes `mode` is seeded with. DHL pages carry two slot
-/// headers, so their largest key is below what the workload's longest key
+/// headers (IPS two metadata versions), so their largest key is below what the workload's longest key
 /// prefix needs on 512-byte pages: DHL starts at 1024.
 pub fn seed_page_sizes(mode: JournalMode) -> [usize; SEEDS_PER_MODE] {
     match mode {
-        JournalMode::DhlTc | JournalMode::DhlCc => [1024, 2048],
+        JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::Ips => [1024, 2048],
         _ => [512, 1024],
     }
 }
@@ -168,7 +168,7 @@ pub fn aux_suffix(mode: JournalMode) -> Option<&'static str> {
         JournalMode::Shadow | JournalMode::ShadowX => {
             Some(twinpage::journal::shadow::SHADOW_SUFFIX)
         }
-        JournalMode::Off | JournalMode::DhlTc | JournalMode::DhlCc => None,
+        JournalMode::Off | JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::Ips => None,
     }
 }
 
@@ -329,7 +329,7 @@ fn crash_state(
                 )
             }
         }
-        JournalMode::DhlTc | JournalMode::DhlCc => {
+        JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::Ips => {
             let dw = writes_to(log, w, &db);
             if dw.len() < 2 {
                 return None;

@@ -22,7 +22,6 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use twinpage::cc::Protocol;
 use twinpage::journal::{ModeOptions, TestFaults};
 use twinpage::storage::Vfs;
 use twinpage::Durability;
@@ -52,8 +51,6 @@ pub struct Target {
 pub struct ExploreConfig {
     /// Journal mode.
     pub mode: JournalMode,
-    /// Concurrency protocol.
-    pub protocol: Protocol,
     /// Sync level.
     pub sync: Synchronous,
     /// Persistence model.
@@ -100,7 +97,6 @@ impl ExploreConfig {
             per_cut: 8,
             workload: WorkloadConfig::default(),
             mode_opts: ModeOptions::default(),
-            protocol: Protocol::Sqlite,
             cache_size: 16 * 1024,
             faults: TestFaults::default(),
             recovery_crashes: true,
@@ -124,7 +120,6 @@ impl ExploreConfig {
             vfs: Some(vfs),
             mode_opts: self.mode_opts.clone(),
             faults: self.faults,
-            concurrency: Some(self.protocol),
             ..Options::default()
         }
     }
@@ -164,8 +159,6 @@ impl fmt::Display for Violation {
 pub struct Report {
     /// Mode explored.
     pub mode: JournalMode,
-    /// Concurrency protocol it ran with.
-    pub protocol: Protocol,
     /// Sync level.
     pub sync: Synchronous,
     /// Persistence model.
@@ -211,10 +204,7 @@ impl fmt::Display for Report {
             f,
             "{:<9} sync={:<6} model={:<12} {:?}: {} rounds, {} ops, {} cuts ({} exhaustive), \
              {} states ({} drawn) + {} recovery states in {:.1}s ({:.0}/s), {} violations",
-            match self.protocol {
-                Protocol::Sqlite => self.mode.name().to_string(),
-                p => format!("{}+{p}", self.mode.name()),
-            },
+            self.mode.name(),
             self.sync,
             self.model,
             self.durability,
@@ -364,7 +354,6 @@ pub fn explore(cfg: &ExploreConfig) -> Result<Report> {
     let durability = cfg.mode.durability(cfg.sync);
     let mut rep = Report {
         mode: cfg.mode,
-        protocol: cfg.protocol,
         sync: cfg.sync,
         model: cfg.model,
         durability,

@@ -28,7 +28,7 @@ use crate::base::pgmap::PgnoSet;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
-use crate::node::dhl::CommitRecord;
+use crate::node::inpage::{CommitRecord, InPageFormat};
 use crate::node::{DhlFormat, NodeFormat};
 use crate::storage::DbFile;
 use parking_lot::Mutex;
@@ -46,12 +46,15 @@ pub enum CommitProtocol {
     Counting,
 }
 
-/// The DHL recovery scheme.
-pub struct DhlJournal {
+/// The DHL recovery scheme, over any in-page format: DHL's own
+/// ([`DhlFormat`]) for `dhl-tc` and `dhl-cc`, and IPS's for `ips`, which
+/// takes DHL's counting commit over (\[IPS\] §3.2.5).
+pub struct DhlJournal<F: InPageFormat = DhlFormat> {
+    mode: JournalMode,
     protocol: CommitProtocol,
     sync: Synchronous,
     embed: bool,
-    format: DhlFormat,
+    format: F,
     st: Mutex<State>,
     /// An fdatasync failed this session. After a failed fsync Linux may
     /// drop the dirty pages it covered while later syncs succeed, so
@@ -87,6 +90,8 @@ struct State {
     /// count cannot tell it from the final one: the commit then orders
     /// the pages before the mark with an fdatasync, as `dhl-tc` does.
     rewritten: bool,
+    /// Page 1's buffer, reused by every commit that writes it.
+    page1: Vec<u8>,
 }
 
 impl State {
@@ -200,14 +205,32 @@ pub(super) fn header_must_be_written(
     new.clean_close || strip(prev) != strip(new)
 }
 
-impl DhlJournal {
-    /// A DHL journal.
+impl DhlJournal<DhlFormat> {
+    /// A DHL journal (`dhl-tc` or `dhl-cc`).
     pub fn new(protocol: CommitProtocol, sync: Synchronous, embed: bool) -> Self {
+        let mode = match protocol {
+            CommitProtocol::Traditional => JournalMode::DhlTc,
+            CommitProtocol::Counting => JournalMode::DhlCc,
+        };
+        DhlJournal::with_format(mode, protocol, sync, embed, DhlFormat)
+    }
+}
+
+impl<F: InPageFormat> DhlJournal<F> {
+    /// The journal of `mode` over the in-page `format`.
+    pub fn with_format(
+        mode: JournalMode,
+        protocol: CommitProtocol,
+        sync: Synchronous,
+        embed: bool,
+        format: F,
+    ) -> Self {
         DhlJournal {
+            mode,
             protocol,
             sync,
             embed,
-            format: DhlFormat,
+            format,
             st: Mutex::default(),
             sync_failed: AtomicBool::new(false),
         }
@@ -236,17 +259,24 @@ impl DhlJournal {
     /// Page 1 as this journal writes it: during a session the free-list
     /// fields are 0 (the list is in memory and its trunks may be reused).
     fn page1(&self, ps: usize, h: &Header, tail: Tail) -> Vec<u8> {
+        let mut p = vec![0u8; ps];
+        self.page1_into(&mut p, h, tail);
+        p
+    }
+
+    /// [`DhlJournal::page1`] into `p` (reused: IPS writes page 1 at every
+    /// commit).
+    fn page1_into(&self, p: &mut [u8], h: &Header, tail: Tail) {
         let mut h = *h;
         h.journal_mode = self.mode().code();
         if !h.clean_close {
             h.freelist_head = 0;
             h.freelist_count = 0;
         }
-        let mut p = vec![0u8; ps];
-        h.write_to(&mut p);
-        write_tail(&mut p, tail);
-        seal_page1(&mut p);
-        p
+        p.fill(0);
+        h.write_to(p);
+        write_tail(p, tail);
+        seal_page1(p);
     }
 
     /// Before the first page of a session is written, clear the
@@ -351,16 +381,13 @@ struct ScanResult {
     page_top: Vec<u64>,
 }
 
-impl Journal for DhlJournal {
+impl<F: InPageFormat> Journal for DhlJournal<F> {
     fn mode(&self) -> JournalMode {
-        match self.protocol {
-            CommitProtocol::Traditional => JournalMode::DhlTc,
-            CommitProtocol::Counting => JournalMode::DhlCc,
-        }
+        self.mode
     }
 
     fn node_format(&self) -> Arc<dyn NodeFormat> {
-        Arc::new(self.format)
+        Arc::new(self.format.clone())
     }
 
     fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
@@ -566,7 +593,7 @@ impl Journal for DhlJournal {
             let mut page = vec![0u8; db.page_size];
             for &pgno in &doomed {
                 db.read_page(pgno, &mut page)?;
-                if self.format.invalidate(&mut page, pgno, |t| t == tid) > 0 {
+                if self.format.invalidate(&mut page, pgno, &|t| t == tid) > 0 {
                     db.write_page(pgno, &page)?;
                 }
             }
@@ -621,7 +648,12 @@ impl Journal for DhlJournal {
                     Tail::default()
                 };
                 st.restore_page1 = Some(*set.prev_header);
-                db.write_page(1, &self.page1(db.page_size, set.header, tail))?;
+                let mut p1 = std::mem::take(&mut st.page1);
+                p1.resize(db.page_size, 0);
+                self.page1_into(&mut p1, set.header, tail);
+                let written = db.write_page(1, &p1);
+                st.page1 = p1;
+                written?;
                 self.sync(db)?;
             }
         }

@@ -9,9 +9,9 @@ use super::{
     WalOptions,
 };
 use crate::base::{Durability, Error, Result, Synchronous};
-use crate::btree::TreeConfig;
+use crate::btree::{SplitPolicy, TreeConfig};
 use crate::cc::{Locking, Protocol};
-use crate::node::{DhlFormat, NodeFormat, SlottedFormat};
+use crate::node::{DhlFormat, IpsFormat, NodeFormat, SlottedFormat};
 use crate::storage::{with_suffix, VfsFile};
 use std::fmt;
 use std::str::FromStr;
@@ -46,6 +46,11 @@ pub enum JournalMode {
     /// Doubleheader logging, counting commit: pages and the commit mark
     /// with the transaction size under one sync (\[DHL\] §III-D).
     DhlCc,
+    /// In-Page Shadowing (\[IPS\] §3): append-only records with two
+    /// versions of the page metadata; DHL's counting commit with page 1 as
+    /// the mark (option `embed=1`, beyond the paper: the commit record in
+    /// the last page instead).
+    Ips,
 }
 
 /// Where a mode keeps the free list between commits.
@@ -135,23 +140,6 @@ use Durability::{Atomic, Durable, None as NoGuarantee};
 const SYNC_BY_LEVEL: [Durability; 4] = [NoGuarantee, Atomic, Durable, Durable];
 
 const ONE_WRITER: &[Protocol] = &[Protocol::Sqlite];
-
-/// The modes that write pages in place with undo (or none) and no page
-/// versions of their own: page locks keep readers off a committing
-/// writer's pages.
-const PAGE_LOCKS: &[Protocol] = &[
-    Protocol::Sqlite,
-    Protocol::PageLock,
-    Protocol::PageLockRange,
-];
-
-/// WAL's: readers see snapshots, so optimistic writers can run too.
-const WAL_PROTOCOLS: &[Protocol] = &[
-    Protocol::Sqlite,
-    Protocol::BeginConcurrent,
-    Protocol::PageLock,
-    Protocol::PageLockRange,
-];
 
 /// A hot rollback journal (`-journal`).
 pub static ROLLBACK_JOURNAL: Leftover = Leftover {
@@ -251,7 +239,6 @@ pub static REGISTRY: &[ModeSpec] = &[
             )))
         },
         durability: [NoGuarantee; 4],
-        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -264,7 +251,6 @@ pub static REGISTRY: &[ModeSpec] = &[
         // journal, so the last commit may be rolled back; EXTRA does.
         durability: [NoGuarantee, Atomic, Atomic, Durable],
         leftovers: &[&ROLLBACK_JOURNAL],
-        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -274,7 +260,6 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "SQLite journal_mode=TRUNCATE",
         make_journal: |s, f, o| rollback(RollbackKind::Truncate, JournalMode::Truncate, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
-        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -284,7 +269,6 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "SQLite journal_mode=PERSIST",
         make_journal: |s, f, o| rollback(RollbackKind::Persist, JournalMode::Persist, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
-        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -300,7 +284,6 @@ pub static REGISTRY: &[ModeSpec] = &[
             )))
         },
         locking: Locking::Wal,
-        protocols: WAL_PROTOCOLS,
         leftovers: &[&WAL_LOG],
         ..SLOTTED
     },
@@ -355,6 +338,40 @@ pub static REGISTRY: &[ModeSpec] = &[
         page1_fields: Some(super::dhl::page1_fields_intact),
         ..SLOTTED
     },
+    ModeSpec {
+        mode: JournalMode::Ips,
+        name: "ips",
+        code: 11,
+        origin: "In-Page Shadowing with the counting commit (IPS, PVLDB 2022, §3)",
+        node_format: || Arc::new(IpsFormat),
+        make_journal: |sync, _, opts| {
+            opts.only(JournalMode::Ips, &["embed"])?;
+            Ok(Box::new(DhlJournal::with_format(
+                JournalMode::Ips,
+                CommitProtocol::Counting,
+                sync,
+                opts.flag_or("embed", false)?,
+                IpsFormat,
+            )))
+        },
+        // As DHL: writer T+1 appends over the version T's commit made the
+        // base, so the commit sync cannot be dropped.
+        durability: [NoGuarantee, Durable, Durable, Durable],
+        // IPS postpones rebalancing until a page overflows (§5.2.1).
+        // Obsolete records are collected when a page overflows, by a
+        // compacted copy to a fresh page (lazy GC, §3.2.2); a split writes
+        // both halves to fresh pages (§3.2.3, Fig. 3).
+        tree: TreeConfig {
+            merge: false,
+            redistribute: false,
+            spread: false,
+            split: SplitPolicy::CopyBoth,
+            relocate_full: true,
+        },
+        free_list: FreeListPolicy::Volatile,
+        page1_fields: Some(super::dhl::page1_fields_intact),
+        ..SLOTTED
+    },
 ];
 
 /// Whether bytes 60..84 of page 1 are intact: zero, or the valid fixed
@@ -404,6 +421,7 @@ impl JournalMode {
         JournalMode::ShadowX,
         JournalMode::DhlTc,
         JournalMode::DhlCc,
+        JournalMode::Ips,
     ];
 
     /// The registry entry of this mode.

@@ -5,7 +5,7 @@
 //! Interior cell: `varint key_len`, key, `u32 child`. Varints are LEB128.
 //! Every length is checked against the page before it is used.
 
-use super::{Bytes, InteriorCell, LeafCell, Value};
+use super::{Bytes, InteriorCell, LeafCell, Node, Value};
 use crate::base::{Error, Pgno, Result};
 use std::sync::Arc;
 
@@ -66,6 +66,43 @@ pub(crate) fn put_interior(out: &mut [u8], at: usize, c: &InteriorCell) {
     out[p..p + c.key.len()].copy_from_slice(&c.key);
     p += c.key.len();
     out[p..p + 4].copy_from_slice(&c.child.to_be_bytes());
+}
+
+/// Page-type byte of a leaf (every format's).
+pub(crate) const LEAF: u8 = 0x0D;
+/// Page-type byte of an interior node (every format's).
+pub(crate) const INTERIOR: u8 = 0x05;
+
+/// Encoded size of cell `i` of `node`.
+pub(crate) fn node_cell_len(node: &Node, i: usize) -> usize {
+    match node {
+        Node::Leaf(c) => leaf_len(&c[i]),
+        Node::Interior { cells, .. } => interior_len(&cells[i]),
+    }
+}
+
+/// Key of cell `i` of `node`.
+pub(crate) fn node_cell_key(node: &Node, i: usize) -> &[u8] {
+    match node {
+        Node::Leaf(c) => &c[i].key,
+        Node::Interior { cells, .. } => &cells[i].key,
+    }
+}
+
+/// Write cell `i` of `node` at `out[at..]`.
+pub(crate) fn put_node_cell(node: &Node, i: usize, out: &mut [u8], at: usize) {
+    match node {
+        Node::Leaf(c) => put_leaf(out, at, &c[i]),
+        Node::Interior { cells, .. } => put_interior(out, at, &cells[i]),
+    }
+}
+
+/// The page-type byte and rightmost child of `node`.
+pub(crate) fn kind_of(node: &Node) -> (u8, Pgno) {
+    match node {
+        Node::Leaf(_) => (LEAF, 0),
+        Node::Interior { right, .. } => (INTERIOR, *right),
+    }
 }
 
 /// Bounds-checked reader over one page.

@@ -267,7 +267,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
 #[cfg(test)]
 mod tests {
     use super::check_format;
-    use crate::node::{DhlFormat, SlottedFormat, SlottedMetaFormat};
+    use crate::node::{DhlFormat, IpsFormat, SlottedFormat, SlottedMetaFormat};
 
     #[test]
     fn slotted_conforms() {
@@ -282,5 +282,10 @@ mod tests {
     #[test]
     fn dhl_conforms() {
         check_format(&DhlFormat);
+    }
+
+    #[test]
+    fn ips_conforms() {
+        check_format(&IpsFormat);
     }
 }

@@ -38,7 +38,15 @@
 //! `u64 TID`, `u8 0xD5`, 3 zero bytes, `u32 crc32c(pgno, bytes 0..ps-4)`,
 //! so that a counting commit can count them and a torn one is detected.
 
-use super::cell::{self, Reader};
+use super::cell::{
+    self, kind_of, node_cell_key as cell_key, node_cell_len as cell_len, put_node_cell as put_cell,
+    Reader,
+};
+use super::inpage::{
+    check_envelope, check_free_page, invalidate_envelope, raw_tid, verify_tree_page, with_local,
+    write_envelope, CrcGather, InPageFormat, VersionState,
+};
+pub use super::inpage::{CommitRecord, PageScan, INV, RAW_MAGIC, RAW_TAIL};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
@@ -56,15 +64,9 @@ pub const ROW_LEN: usize = 4;
 /// Magic byte of a written slot header.
 pub const MAGIC: u8 = 0xD1;
 /// Page type of a leaf version.
-pub const LEAF: u8 = 0x0D;
+pub const LEAF: u8 = cell::LEAF;
 /// Page type of an interior version.
-pub const INTERIOR: u8 = 0x05;
-/// The invalid TID ("INV" in \[DHL\] Fig. 6).
-pub const INV: u64 = u64::MAX;
-/// Size of the envelope at the end of a non-tree page.
-pub const RAW_TAIL: usize = 16;
-/// Magic byte of that envelope.
-pub const RAW_MAGIC: u8 = 0xD5;
+pub const INTERIOR: u8 = cell::INTERIOR;
 const FLAG_COMMIT: u8 = 1;
 
 /// The DHL page format.
@@ -92,37 +94,6 @@ pub struct SlotHeader {
     pub page_count: u32,
     /// Stored checksum.
     pub crc: u32,
-}
-
-/// The commit record embedded in the commit page of a transaction
-/// (metadata embedding, \[DHL\] §IV-B1 and §III-D).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CommitRecord {
-    /// TID of the transaction, the FCC it commits.
-    pub tid: u64,
-    /// Transaction size: pages written with this TID (counting commit).
-    pub txn_size: u32,
-    /// Database size in pages after the commit.
-    pub page_count: u32,
-}
-
-/// What a recovery scan finds on one page.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct PageScan {
-    /// TIDs of the valid (checksummed, not invalidated) versions on the
-    /// page: up to two slot headers, or one non-tree envelope.
-    pub tids: Vec<u64>,
-    /// Commit records carried by valid versions (both versions of a page
-    /// can be commit pages).
-    pub records: Vec<CommitRecord>,
-    /// Highest TID on the page, valid or not (a torn version included):
-    /// what recovery must invalidate when it is above the FCC.
-    pub top: u64,
-    /// A version failed its checksum: a torn write (or damage) that
-    /// recovery must look at even if its TID is not above the FCC (a torn
-    /// new version may overwrite cells of the older committed version
-    /// whose header the torn write did not replace).
-    pub broken: bool,
 }
 
 fn be16(p: &[u8], at: usize) -> usize {
@@ -260,33 +231,15 @@ fn version_crc(
     slot: usize,
     cells: impl Iterator<Item = (usize, usize)>,
 ) -> u32 {
-    // The message is gathered into a stack buffer and summed a chunk at a
-    // time: one crc32c call per two small pieces costs more than the bytes.
-    const CHUNK: usize = 2048;
-    let mut buf = [0u8; CHUNK];
-    let mut fill = 0;
-    let mut crc = 0;
-    let mut put = |bytes: &[u8], crc: &mut u32| {
-        let mut bytes = bytes;
-        while !bytes.is_empty() {
-            if fill == CHUNK {
-                *crc = crc32c::crc32c_append(*crc, &buf);
-                fill = 0;
-            }
-            let n = bytes.len().min(CHUNK - fill);
-            buf[fill..fill + n].copy_from_slice(&bytes[..n]);
-            fill += n;
-            bytes = &bytes[n..];
-        }
-    };
+    let mut crc = CrcGather::new();
     let hb = slot * SLOT_LEN;
-    put(&pgno.to_be_bytes(), &mut crc);
-    put(&page[hb..hb + 28], &mut crc);
+    crc.put(&pgno.to_be_bytes());
+    crc.put(&page[hb..hb + 28]);
     for (off, len) in cells {
-        put(&(off as u16).to_be_bytes(), &mut crc);
-        put(&page[off..off + len], &mut crc);
+        crc.put(&(off as u16).to_be_bytes());
+        crc.put(&page[off..off + len]);
     }
-    crc32c::crc32c_append(crc, &buf[..fill])
+    crc.finish()
 }
 
 /// Parse the cells of version `h` into `out` and compute its checksum.
@@ -360,40 +313,9 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Run `f` with this thread's scratch (a fresh one if it is in use).
+/// Run `f` with this thread's scratch.
 fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut s) => f(&mut s),
-        Err(_) => f(&mut Scratch::default()),
-    })
-}
-
-fn cell_len(node: &Node, i: usize) -> usize {
-    match node {
-        Node::Leaf(c) => cell::leaf_len(&c[i]),
-        Node::Interior { cells, .. } => cell::interior_len(&cells[i]),
-    }
-}
-
-fn cell_key(node: &Node, i: usize) -> &[u8] {
-    match node {
-        Node::Leaf(c) => &c[i].key,
-        Node::Interior { cells, .. } => &cells[i].key,
-    }
-}
-
-fn put_cell(node: &Node, i: usize, out: &mut [u8], at: usize) {
-    match node {
-        Node::Leaf(c) => cell::put_leaf(out, at, &c[i]),
-        Node::Interior { cells, .. } => cell::put_interior(out, at, &cells[i]),
-    }
-}
-
-fn kind_of(node: &Node) -> (u8, Pgno) {
-    match node {
-        Node::Leaf(_) => (LEAF, 0),
-        Node::Interior { right, .. } => (INTERIOR, *right),
-    }
+    with_local(&SCRATCH, f)
 }
 
 impl DhlFormat {
@@ -678,51 +600,6 @@ impl DhlFormat {
         Ok(())
     }
 
-    /// What recovery needs from a page: the TIDs of its valid versions and
-    /// any commit record. Damaged or torn versions are left out.
-    pub fn scan(&self, pgno: Pgno, page: &[u8]) -> PageScan {
-        let mut out = PageScan::default();
-        let ps = page.len();
-        if ps < 512 {
-            return out;
-        }
-        if let Some(tid) = raw_tid(pgno, page) {
-            if tid != INV {
-                out.tids.push(tid);
-                out.top = tid;
-            }
-            return out;
-        }
-        if page[0] != MAGIC {
-            return out;
-        }
-        // A torn write may have changed only bytes no valid version uses:
-        // the page still needs rewriting so that its checksum holds.
-        out.broken = !pagesum::verify(pgno, page, PAGE_SUM_AT);
-        let max_key = self.max_key_len(ps);
-        for h in (0..2).filter_map(|s| read_slot(page, s)) {
-            if h.tid == INV {
-                continue;
-            }
-            out.top = out.top.max(h.tid);
-            if verified(pgno, page, &h, max_key).is_err() {
-                out.broken = true;
-                continue;
-            }
-            if !out.tids.contains(&h.tid) {
-                out.tids.push(h.tid);
-            }
-            if h.flags & FLAG_COMMIT != 0 {
-                out.records.push(CommitRecord {
-                    tid: h.tid,
-                    txn_size: h.txn_size,
-                    page_count: h.page_count,
-                });
-            }
-        }
-        out
-    }
-
     /// Set the TID of every version on the page for which `doomed` holds
     /// to INV (\[DHL\] §III-B: "invalidate the updated slot-header"). Only
     /// the 8-byte TID fields change. Returns the versions invalidated.
@@ -731,13 +608,8 @@ impl DhlFormat {
         if ps < 512 {
             return 0;
         }
-        if let Some(tid) = raw_tid(pgno, page) {
-            if tid != INV && doomed(tid) {
-                page[ps - RAW_TAIL..ps - 8].copy_from_slice(&INV.to_be_bytes());
-                seal_envelope(pgno, page);
-                return 1;
-            }
-            return 0;
+        if let Some(n) = invalidate_envelope(pgno, page, &doomed) {
+            return n;
         }
         if page[0] != MAGIC {
             return 0;
@@ -755,35 +627,6 @@ impl DhlFormat {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
         }
         n
-    }
-
-    /// Rollback of one page the aborted transaction `tid` wrote: its
-    /// versions become INV, a page checksum a failed (short) write broke is
-    /// resealed, and a page left with neither a version nor an envelope
-    /// (a fresh page whose write failed early) is zeroed, so that every
-    /// free page verifies afterwards. Returns whether the page changed.
-    pub fn roll_back_page(&self, page: &mut [u8], pgno: Pgno, tid: u64) -> bool {
-        if page.len() < 512 {
-            return false;
-        }
-        if self.invalidate(page, pgno, |t| t == tid) > 0 {
-            return true;
-        }
-        if raw_tid(pgno, page).is_some() {
-            return false;
-        }
-        if page[0] == MAGIC || page[SLOT_LEN] == MAGIC {
-            if pagesum::verify(pgno, page, PAGE_SUM_AT) {
-                return false;
-            }
-            pagesum::seal(pgno, page, PAGE_SUM_AT);
-            return true;
-        }
-        if pagesum::is_zero(page) {
-            return false;
-        }
-        page.fill(0);
-        true
     }
 
     /// Recovery's repair of one page once the FCC is decided: invalidate
@@ -849,23 +692,6 @@ impl DhlFormat {
         pagesum::seal(pgno, page, PAGE_SUM_AT);
         Ok(true)
     }
-}
-
-/// Set the checksum of a non-tree page's envelope.
-fn seal_envelope(pgno: Pgno, page: &mut [u8]) {
-    let ps = page.len();
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..ps - 4]);
-    page[ps - 4..].copy_from_slice(&crc.to_be_bytes());
-}
-
-/// The TID in a non-tree page's envelope, if the envelope is intact.
-fn raw_tid(pgno: Pgno, page: &[u8]) -> Option<u64> {
-    let ps = page.len();
-    if page[ps - 8] != RAW_MAGIC || page[ps - 7..ps - 4] != [0, 0, 0] {
-        return None;
-    }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..ps - 4]);
-    (crc == be32(page, ps - 4)).then(|| be64(page, ps - RAW_TAIL))
 }
 
 impl NodeFormat for DhlFormat {
@@ -959,78 +785,20 @@ impl NodeFormat for DhlFormat {
     }
 
     fn seal_raw(&self, pgno: Pgno, page: &mut [u8], ctx: &EncodeCtx) {
-        let ps = page.len();
-        page[ps - RAW_TAIL..ps - 8].copy_from_slice(&ctx.tid.to_be_bytes());
-        page[ps - 8] = RAW_MAGIC;
-        page[ps - 7..ps - 4].fill(0);
-        seal_envelope(pgno, page);
+        write_envelope(pgno, page, ctx.tid);
     }
 
     fn check_raw(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
         Self::check_len(pgno, page, ctx.page_size)?;
-        match raw_tid(pgno, page) {
-            None => Err(corrupt(
-                pgno,
-                "overflow or free-list page: envelope checksum mismatch, the page is torn or damaged",
-            )),
-            Some(INV) => Err(corrupt(pgno, "overflow or free-list page was invalidated")),
-            Some(t) if t > ctx.committed_tid => Err(corrupt(
-                pgno,
-                format!(
-                    "overflow or free-list page written by TID {t}, above the FCC {}",
-                    ctx.committed_tid
-                ),
-            )),
-            Some(_) => Ok(()),
-        }
+        check_envelope(pgno, page, ctx.committed_tid)
     }
 
     fn verify_tree(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
-        if !ctx.checksums || pagesum::verify(pgno, page, PAGE_SUM_AT) {
-            return Ok(());
-        }
-        let max_key = self.max_key_len(page.len());
-        let visible = Self::visible_slot(page, ctx.committed_tid).map(|h| h.slot);
-        let versions: Vec<String> = (0..2)
-            .filter_map(|s| read_slot(page, s))
-            .map(|h| {
-                let state = if h.tid == INV {
-                    "invalidated"
-                } else if verified(pgno, page, &h, max_key).is_ok() {
-                    "intact"
-                } else {
-                    "damaged"
-                };
-                let vis = if Some(h.slot) == visible {
-                    ", visible"
-                } else {
-                    ""
-                };
-                format!("slot {} (TID {}{vis}) {state}", h.slot, h.tid)
-            })
-            .collect();
-        Err(corrupt(
-            pgno,
-            format!(
-                "page checksum mismatch: bytes outside the visible version are damaged; versions: {}",
-                if versions.is_empty() { "none".to_string() } else { versions.join(", ") }
-            ),
-        ))
+        verify_tree_page(self, pgno, page, ctx)
     }
 
     fn check_free(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
-        if !ctx.checksums
-            || page.len() < 512
-            || pagesum::is_zero(page)
-            || raw_tid(pgno, page).is_some()
-            || pagesum::verify(pgno, page, PAGE_SUM_AT)
-        {
-            return Ok(());
-        }
-        Err(corrupt(
-            pgno,
-            "free page: neither all zero nor a page with an intact checksum (damaged)",
-        ))
+        check_free_page::<Self>(pgno, page, ctx)
     }
 }
 
@@ -1086,6 +854,47 @@ impl DhlFormat {
         write_slot(out, &h);
         pagesum::seal(pgno, out, PAGE_SUM_AT);
         Ok(true)
+    }
+}
+
+impl InPageFormat for DhlFormat {
+    const PAGE_SUM_AT: usize = PAGE_SUM_AT;
+
+    fn has_versions(&self, page: &[u8]) -> bool {
+        page.len() >= 512 && (page[0] == MAGIC || page[SLOT_LEN] == MAGIC)
+    }
+
+    fn versions(&self, pgno: Pgno, page: &[u8]) -> Vec<VersionState> {
+        let max_key = self.max_key_len(page.len());
+        (0..2)
+            .filter_map(|s| read_slot(page, s))
+            .map(|h| VersionState {
+                index: h.slot,
+                tid: h.tid,
+                record: (h.flags & FLAG_COMMIT != 0).then_some(CommitRecord {
+                    tid: h.tid,
+                    txn_size: h.txn_size,
+                    page_count: h.page_count,
+                }),
+                intact: verified(pgno, page, &h, max_key).is_ok(),
+            })
+            .collect()
+    }
+
+    fn visible(&self, _pgno: Pgno, page: &[u8], fcc: u64) -> Option<usize> {
+        Self::visible_slot(page, fcc).map(|h| h.slot)
+    }
+
+    fn invalidate(&self, page: &mut [u8], pgno: Pgno, doomed: &dyn Fn(u64) -> bool) -> usize {
+        DhlFormat::invalidate(self, page, pgno, doomed)
+    }
+
+    fn repair(&self, page: &mut [u8], pgno: Pgno, fcc: u64) -> usize {
+        DhlFormat::repair(self, page, pgno, fcc)
+    }
+
+    fn embed_commit(&self, pgno: Pgno, page: &mut [u8], rec: CommitRecord) -> Result<bool> {
+        DhlFormat::embed_commit(self, pgno, page, rec)
     }
 }
 
@@ -1236,7 +1045,7 @@ mod tests {
             bad[at] ^= 0x40;
             assert_eq!(f.decode(7, &bad, &dctx(1)).unwrap(), v1);
             let e = f.verify_tree(7, &bad, &dctx(1)).unwrap_err().to_string();
-            assert!(e.contains("slot 0 (TID 1, visible) intact"), "{e}");
+            assert!(e.contains("version 0 (TID 1, visible) intact"), "{e}");
         }
         // An in-flight version torn mid-page is invisible to recovery and
         // does not disturb the committed one.

@@ -13,10 +13,14 @@ pub(crate) mod cell;
 #[cfg(test)]
 pub(crate) mod conformance;
 pub mod dhl;
+pub mod inpage;
+pub mod ips;
 pub mod slotted;
 
 pub use bytes::Bytes;
 pub use dhl::DhlFormat;
+pub use inpage::InPageFormat;
+pub use ips::IpsFormat;
 pub use slotted::{SlottedFormat, SlottedMetaFormat, META_TRAILER};
 
 use crate::base::{KeyOrder, Pgno, Result};
@@ -248,6 +252,18 @@ pub trait NodeFormat: Send + Sync {
     /// Whether [`NodeFormat::encode`] needs the page's previous image
     /// (formats that keep the previous version inside the page).
     fn needs_base(&self) -> bool {
+        false
+    }
+
+    /// Whether a tree page given up by [`PageWrite::retire`] gets a final,
+    /// empty version written (a versioned format that records a node's
+    /// death inside the page, \[LSM\] §3.2). Others only free it: a
+    /// counting-commit format (DHL, IPS) must not, because a version on a
+    /// page free in the committed state can be overwritten wholesale by
+    /// the next transaction, and its commit would then count short.
+    ///
+    /// [`PageWrite::retire`]: crate::page::PageWrite::retire
+    fn retires_in_place(&self) -> bool {
         false
     }
 

@@ -1,0 +1,396 @@
+//! What the in-page recovery schemes need from their page formats.
+//!
+//! DHL (\[DHL\] §III) and IPS (\[IPS\] §3) keep two versions of every tree
+//! page inside the page, each tagged with the TID of the transaction that
+//! wrote it, and commit by counting the pages a transaction wrote (the
+//! *counting commit*, \[DHL\] §III-D, which \[IPS\] §3.2.5 takes over). One
+//! journal (`journal/dhl.rs`) runs both; it reaches the page layout only
+//! through [`InPageFormat`]: find the versions on a page (recovery's scan),
+//! invalidate some of them (rollback, recovery), and embed a commit record
+//! (metadata embedding).
+//!
+//! Non-tree pages (overflow chains, free-list trunks) hold one version
+//! only (they are never rewritten while the committed state uses them) and
+//! end with the same 16-byte *envelope* in both formats:
+//!
+//! ```text
+//! ps-16  u64  TID of the writer (INV: invalidated)
+//! ps-8   u8   0xD5
+//! ps-7   3    0
+//! ps-4   u32  crc32c(pgno, bytes 0..ps-4)
+//! ```
+
+use super::{DecodeCtx, NodeFormat};
+use crate::base::pagesum;
+use crate::base::{Error, Pgno, Result};
+use std::cell::RefCell;
+use std::thread::LocalKey;
+
+/// The invalid TID ("INV" in \[DHL\] Fig. 6): a version rolled back by
+/// rollback or recovery.
+pub const INV: u64 = u64::MAX;
+/// Size of the envelope at the end of a non-tree page.
+pub const RAW_TAIL: usize = 16;
+/// Magic byte of that envelope.
+pub const RAW_MAGIC: u8 = 0xD5;
+
+/// The commit record embedded in the commit page of a transaction
+/// (metadata embedding, \[DHL\] §IV-B1 and §III-D).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// TID of the transaction, the FCC it commits.
+    pub tid: u64,
+    /// Transaction size: pages written with this TID (counting commit).
+    pub txn_size: u32,
+    /// Database size in pages after the commit.
+    pub page_count: u32,
+}
+
+/// What a recovery scan finds on one page.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PageScan {
+    /// TIDs of the valid (checksummed, not invalidated) versions on the
+    /// page: up to two tree versions, or one non-tree envelope.
+    pub tids: Vec<u64>,
+    /// Commit records carried by valid versions (both versions of a page
+    /// can be commit pages).
+    pub records: Vec<CommitRecord>,
+    /// Highest TID on the page, valid or not (a torn version included):
+    /// what recovery must invalidate when it is above the FCC.
+    pub top: u64,
+    /// A version failed its checksum: a torn write (or damage) that
+    /// recovery must look at even if its TID is not above the FCC (a torn
+    /// new version may overwrite bytes of the older committed version
+    /// whose header the torn write did not replace).
+    pub broken: bool,
+}
+
+/// One version of a tree page as recovery and the integrity check see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionState {
+    /// Which of the page's two version headers it is.
+    pub index: usize,
+    /// TID of its writer (INV: invalidated).
+    pub tid: u64,
+    /// The commit record it carries (metadata embedding).
+    pub record: Option<CommitRecord>,
+    /// Its checksum holds.
+    pub intact: bool,
+}
+
+/// A page format that keeps two TID-tagged versions of a tree page in the
+/// page, as the counting-commit journal needs.
+pub trait InPageFormat: NodeFormat + Clone + Default + 'static {
+    /// Offset of a tree page's page checksum.
+    const PAGE_SUM_AT: usize;
+
+    /// Whether `page` holds tree versions (a version header was written).
+    fn has_versions(&self, page: &[u8]) -> bool;
+
+    /// The written versions of tree page `page` (INV ones included), each
+    /// checked against its own checksum.
+    fn versions(&self, pgno: Pgno, page: &[u8]) -> Vec<VersionState>;
+
+    /// Which version a reader at FCC `fcc` sees, if the page's version
+    /// headers parse.
+    fn visible(&self, pgno: Pgno, page: &[u8], fcc: u64) -> Option<usize>;
+
+    /// Set the TID of every valid version for which `doomed` holds to INV
+    /// (only the version's TID and version-selection bytes change; the page
+    /// checksum is resealed). Returns the versions invalidated.
+    fn invalidate(&self, page: &mut [u8], pgno: Pgno, doomed: &dyn Fn(u64) -> bool) -> usize;
+
+    /// Recovery's repair of one page once the FCC is decided: invalidate
+    /// every version above `fcc`, and every version below the visible one
+    /// that fails its checksum. The visible version itself is never
+    /// invalidated: if it is damaged, reads report it. A page whose page
+    /// checksum fails is resealed. Returns the changes made (nonzero: the
+    /// page must be written back).
+    fn repair(&self, page: &mut [u8], pgno: Pgno, fcc: u64) -> usize;
+
+    /// Put a commit record into the version `rec.tid` wrote on this page
+    /// (metadata embedding). `Ok(false)` if the page holds no such version
+    /// (a non-tree page).
+    fn embed_commit(&self, pgno: Pgno, page: &mut [u8], rec: CommitRecord) -> Result<bool>;
+
+    /// What recovery needs from a page: the TIDs of its valid versions and
+    /// any commit record. Damaged or torn versions are left out.
+    fn scan(&self, pgno: Pgno, page: &[u8]) -> PageScan {
+        let mut out = PageScan::default();
+        if page.len() < 512 {
+            return out;
+        }
+        if let Some(tid) = raw_tid(pgno, page) {
+            if tid != INV {
+                out.tids.push(tid);
+                out.top = tid;
+            }
+            return out;
+        }
+        if !self.has_versions(page) {
+            return out;
+        }
+        // A torn write may have changed only bytes no valid version uses:
+        // the page still needs rewriting so that its checksum holds.
+        out.broken = !pagesum::verify(pgno, page, Self::PAGE_SUM_AT);
+        for v in self.versions(pgno, page) {
+            if v.tid == INV {
+                continue;
+            }
+            out.top = out.top.max(v.tid);
+            if !v.intact {
+                out.broken = true;
+                continue;
+            }
+            if !out.tids.contains(&v.tid) {
+                out.tids.push(v.tid);
+            }
+            out.records.extend(v.record);
+        }
+        out
+    }
+
+    /// Rollback of one page the aborted transaction `tid` wrote: its
+    /// versions become INV, a page checksum a failed (short) write broke is
+    /// resealed, and a page left with neither a version nor an envelope
+    /// (a fresh page whose write failed early) is zeroed, so that every
+    /// free page verifies afterwards. Returns whether the page changed.
+    fn roll_back_page(&self, page: &mut [u8], pgno: Pgno, tid: u64) -> bool {
+        if page.len() < 512 {
+            return false;
+        }
+        if self.invalidate(page, pgno, &|t| t == tid) > 0 {
+            return true;
+        }
+        if raw_tid(pgno, page).is_some() {
+            return false;
+        }
+        if self.has_versions(page) {
+            if pagesum::verify(pgno, page, Self::PAGE_SUM_AT) {
+                return false;
+            }
+            pagesum::seal(pgno, page, Self::PAGE_SUM_AT);
+            return true;
+        }
+        if pagesum::is_zero(page) {
+            return false;
+        }
+        page.fill(0);
+        true
+    }
+}
+
+/// [`NodeFormat::verify_tree`] of an in-page format: the page checksum
+/// covers both versions and the free space; on a mismatch, name each
+/// version and whether it is still intact.
+pub fn verify_tree_page<F: InPageFormat>(
+    f: &F,
+    pgno: Pgno,
+    page: &[u8],
+    ctx: &DecodeCtx,
+) -> Result<()> {
+    if !ctx.checksums || pagesum::verify(pgno, page, F::PAGE_SUM_AT) {
+        return Ok(());
+    }
+    let visible = f.visible(pgno, page, ctx.committed_tid);
+    let versions: Vec<String> = f
+        .versions(pgno, page)
+        .iter()
+        .map(|v| {
+            let state = match (v.tid == INV, v.intact) {
+                (true, _) => "invalidated",
+                (false, true) => "intact",
+                (false, false) => "damaged",
+            };
+            let vis = if Some(v.index) == visible {
+                ", visible"
+            } else {
+                ""
+            };
+            format!("version {} (TID {}{vis}) {state}", v.index, v.tid)
+        })
+        .collect();
+    Err(Error::corrupt(
+        "database",
+        pgno,
+        format!(
+            "page checksum mismatch: bytes outside the visible version are damaged; versions: {}",
+            if versions.is_empty() {
+                "none".to_string()
+            } else {
+                versions.join(", ")
+            }
+        ),
+    ))
+}
+
+/// [`NodeFormat::check_free`] of an in-page format: a free page is all
+/// zero, or a page this format wrote (its envelope or page checksum holds).
+pub fn check_free_page<F: InPageFormat>(pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+    if !ctx.checksums
+        || page.len() < 512
+        || pagesum::is_zero(page)
+        || raw_tid(pgno, page).is_some()
+        || pagesum::verify(pgno, page, F::PAGE_SUM_AT)
+    {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        "database",
+        pgno,
+        "free page: neither all zero nor a page with an intact checksum (damaged)",
+    ))
+}
+
+/// Run `f` with this thread's value of `key` (a fresh one if it is in use:
+/// a format's scratch vectors, kept per thread so that once they have
+/// grown, placing a version allocates nothing).
+pub(crate) fn with_local<S: Default + 'static, T>(
+    key: &'static LocalKey<RefCell<S>>,
+    f: impl FnOnce(&mut S) -> T,
+) -> T {
+    key.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut S::default()),
+    })
+}
+
+/// A crc32c over many small pieces (a version's header, offsets and
+/// cells), gathered into a stack buffer and summed a chunk at a time: one
+/// crc32c call per small piece costs more than the bytes.
+pub struct CrcGather {
+    buf: [u8; 2048],
+    fill: usize,
+    crc: u32,
+}
+
+impl CrcGather {
+    /// An empty sum.
+    pub fn new() -> Self {
+        CrcGather {
+            buf: [0; 2048],
+            fill: 0,
+            crc: 0,
+        }
+    }
+
+    /// Append `bytes` to the message.
+    pub fn put(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.fill == self.buf.len() {
+                self.crc = crc32c::crc32c_append(self.crc, &self.buf);
+                self.fill = 0;
+            }
+            let n = bytes.len().min(self.buf.len() - self.fill);
+            self.buf[self.fill..self.fill + n].copy_from_slice(&bytes[..n]);
+            self.fill += n;
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// The crc32c of everything put.
+    pub fn finish(self) -> u32 {
+        crc32c::crc32c_append(self.crc, &self.buf[..self.fill])
+    }
+}
+
+impl Default for CrcGather {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn be32(p: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
+}
+
+fn envelope_crc(pgno: Pgno, page: &[u8]) -> u32 {
+    let ps = page.len();
+    crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..ps - 4])
+}
+
+/// Set the checksum of a non-tree page's envelope.
+pub fn seal_envelope(pgno: Pgno, page: &mut [u8]) {
+    let ps = page.len();
+    let crc = envelope_crc(pgno, page);
+    page[ps - 4..].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Fill the envelope of a non-tree page written by `tid`.
+pub fn write_envelope(pgno: Pgno, page: &mut [u8], tid: u64) {
+    let ps = page.len();
+    page[ps - RAW_TAIL..ps - 8].copy_from_slice(&tid.to_be_bytes());
+    page[ps - 8] = RAW_MAGIC;
+    page[ps - 7..ps - 4].fill(0);
+    seal_envelope(pgno, page);
+}
+
+/// The TID in a non-tree page's envelope, if the envelope is intact.
+pub fn raw_tid(pgno: Pgno, page: &[u8]) -> Option<u64> {
+    let ps = page.len();
+    if ps < RAW_TAIL || page[ps - 8] != RAW_MAGIC || page[ps - 7..ps - 4] != [0, 0, 0] {
+        return None;
+    }
+    (envelope_crc(pgno, page) == be32(page, ps - 4)).then(|| {
+        u64::from_be_bytes(
+            page[ps - RAW_TAIL..ps - 8]
+                .try_into()
+                .expect("8 bytes of the envelope"),
+        )
+    })
+}
+
+/// Invalidate the envelope of a non-tree page if `doomed` holds for its
+/// TID. `None` if the page has no intact envelope.
+pub fn invalidate_envelope(
+    pgno: Pgno,
+    page: &mut [u8],
+    doomed: &dyn Fn(u64) -> bool,
+) -> Option<usize> {
+    let tid = raw_tid(pgno, page)?;
+    if tid != INV && doomed(tid) {
+        let ps = page.len();
+        page[ps - RAW_TAIL..ps - 8].copy_from_slice(&INV.to_be_bytes());
+        seal_envelope(pgno, page);
+        return Some(1);
+    }
+    Some(0)
+}
+
+/// [`NodeFormat::check_raw`] for a page with an envelope: a torn, damaged,
+/// invalidated or not yet committed page is corruption.
+pub fn check_envelope(pgno: Pgno, page: &[u8], committed: u64) -> Result<()> {
+    let corrupt = |what: String| Error::corrupt("database", pgno, what);
+    match raw_tid(pgno, page) {
+        None => Err(corrupt(
+            "overflow or free-list page: envelope checksum mismatch, the page is torn or damaged"
+                .into(),
+        )),
+        Some(INV) => Err(corrupt("overflow or free-list page was invalidated".into())),
+        Some(t) if t > committed => Err(corrupt(format!(
+            "overflow or free-list page written by TID {t}, above the FCC {committed}"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_roundtrip_and_invalidation() {
+        let mut p = vec![3u8; 512];
+        write_envelope(9, &mut p, 42);
+        assert_eq!(raw_tid(9, &p), Some(42));
+        assert_eq!(raw_tid(10, &p), None, "misplaced page");
+        check_envelope(9, &p, 42).unwrap();
+        assert!(check_envelope(9, &p, 41).is_err(), "not committed yet");
+        assert_eq!(invalidate_envelope(9, &mut p, &|t| t == 41), Some(0));
+        assert_eq!(invalidate_envelope(9, &mut p, &|t| t == 42), Some(1));
+        assert_eq!(raw_tid(9, &p), Some(INV));
+        assert!(check_envelope(9, &p, 100).is_err());
+        p[100] ^= 1;
+        assert_eq!(raw_tid(9, &p), None, "torn page");
+    }
+}

@@ -1,0 +1,1214 @@
+//! The In-Page Shadowing (IPS) page (\[IPS\] §3.1, Fig. 2).
+//!
+//! Records and their offsets are only ever *appended* inside the page, in
+//! insertion order, never in key order (§3.2.1); the page keeps two
+//! versions of its metadata, each the journal of the other: a slot count
+//! (`numSlots`), a tombstone bitmap (`TB`) and, here, the TID that wrote
+//! the version. A write copies the committed version's metadata into the
+//! other half, appends new records below the free space, sets tombstone
+//! bits for removed and replaced records, and flips `F` to the new half.
+//! Nothing the committed version uses is touched, so a crash or an abort
+//! falls back to it by invalidating the new half (the paper's "flip back").
+//! Decoding sorts the live records into the tree's *logical view*.
+//!
+//! Layout (big-endian), documented byte by byte in `docs/modes/ips.md`:
+//!
+//! ```text
+//! 0..40    version header 0        40..80   version header 1
+//!   +0  u8   magic 0x15 (0: never written)
+//!   +1  u8   page type of the version: 0x0D leaf, 0x05 interior
+//!   +2  u16  numSlots: slots 0..numSlots belong to the version
+//!   +4  u16  live: slots of the version whose TB bit is clear
+//!   +6  u8   flags; bit 0: the version carries a commit record
+//!   +7  u8   0
+//!   +8  u64  TID of the transaction that wrote the version (INV: rolled back)
+//!   +16 u32  rightmost child (interior), 0 (leaf)
+//!   +20 u32  free_offset: lowest record byte of the version
+//!   +24 u32  commit record: transaction size
+//!   +28 u32  commit record: page count after the commit
+//!   +32 u32  crc32c(pgno, +0..+32, TB of the version, slots 0..numSlots,
+//!            each live record in slot order)
+//!   +36 u32  0
+//! 80..84   page checksum: crc32c(pgno, bytes 0..80, bytes 84..ps)
+//! 84       F: the version written last (0 or 1); 85..88 zero
+//! 88..     TB[0], TB[1]: ps/128 bytes each (ps/16 slots); bit i of TB[v]
+//!          set: slot i is deleted in version v
+//! 88+ps/64 arrSlots: u16 record offsets, insertion order, shared
+//! ...      free space, then records (slotted cell encoding), growing down
+//! ```
+
+use super::cell::{
+    self, kind_of, node_cell_key as cell_key, node_cell_len as cell_len, put_node_cell as put_cell,
+    Reader,
+};
+use super::inpage::{
+    check_envelope, check_free_page, invalidate_envelope, raw_tid, verify_tree_page, with_local,
+    write_envelope, CrcGather, InPageFormat, VersionState,
+};
+pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
+use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use crate::base::pagesum::{self, SUM_LEN};
+use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// Size of one version header.
+pub const HDR_LEN: usize = 40;
+/// Offset of the page checksum.
+pub const PAGE_SUM_AT: usize = 2 * HDR_LEN;
+/// Offset of the flip byte F.
+pub const FLIP_AT: usize = PAGE_SUM_AT + SUM_LEN;
+/// Offset of the first tombstone bitmap.
+pub const TB_AT: usize = FLIP_AT + 4;
+/// Magic byte of a written version header.
+pub const MAGIC: u8 = 0x15;
+/// Page type of a leaf version.
+pub const LEAF: u8 = cell::LEAF;
+/// Page type of an interior version.
+pub const INTERIOR: u8 = cell::INTERIOR;
+const FLAG_COMMIT: u8 = 1;
+/// The part of a version header its checksum covers directly.
+const HDR_SUMMED: usize = 32;
+
+/// The IPS page format.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IpsFormat;
+
+/// Most slots a page can have (the tombstone bitmaps' capacity): ps / 16.
+pub fn max_slots(ps: usize) -> usize {
+    ps / 16
+}
+
+/// Bytes of one tombstone bitmap.
+pub fn tb_len(ps: usize) -> usize {
+    max_slots(ps) / 8
+}
+
+/// Offset of the slot array.
+pub fn slots_at(ps: usize) -> usize {
+    TB_AT + 2 * tb_len(ps)
+}
+
+fn tb_at(ps: usize, v: usize) -> usize {
+    TB_AT + v * tb_len(ps)
+}
+
+fn slot_at(ps: usize, i: usize) -> usize {
+    slots_at(ps) + 2 * i
+}
+
+fn be16(p: &[u8], at: usize) -> usize {
+    u16::from_be_bytes([p[at], p[at + 1]]) as usize
+}
+
+fn be32(p: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
+}
+
+fn be64(p: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&p[at..at + 8]);
+    u64::from_be_bytes(b)
+}
+
+fn tombstoned(page: &[u8], ps: usize, v: usize, i: usize) -> bool {
+    page[tb_at(ps, v) + i / 8] & (0x80 >> (i % 8)) != 0
+}
+
+fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
+    Error::corrupt("database", pgno, what)
+}
+
+/// A parsed version header (not yet checked against its checksum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    /// 0 or 1: which half of the metadata.
+    pub v: usize,
+    /// Page type of this version.
+    pub kind: u8,
+    /// numSlots: slots 0..nslots belong to the version.
+    pub nslots: usize,
+    /// Slots of the version not tombstoned.
+    pub live: usize,
+    /// Flag bits (bit 0: commit record).
+    pub flags: u8,
+    /// Transaction that wrote the version.
+    pub tid: u64,
+    /// Rightmost child of an interior version.
+    pub right: Pgno,
+    /// Lowest record byte of the version.
+    pub free: usize,
+    /// Commit record: pages written by the transaction.
+    pub txn_size: u32,
+    /// Commit record: page count after the commit.
+    pub page_count: u32,
+    /// Stored checksum.
+    pub crc: u32,
+}
+
+impl Version {
+    fn valid(&self) -> bool {
+        self.tid != INV
+    }
+}
+
+/// Read version header `v` (`None` if it was never written or its magic
+/// is wrong, which decoding reports as corruption).
+pub fn read_version(page: &[u8], v: usize) -> Option<Version> {
+    let b = &page[v * HDR_LEN..(v + 1) * HDR_LEN];
+    if b[0] != MAGIC {
+        return None;
+    }
+    Some(Version {
+        v,
+        kind: b[1],
+        nslots: be16(b, 2),
+        live: be16(b, 4),
+        flags: b[6],
+        tid: be64(b, 8),
+        right: be32(b, 16),
+        free: be32(b, 20) as usize,
+        txn_size: be32(b, 24),
+        page_count: be32(b, 28),
+        crc: be32(b, 32),
+    })
+}
+
+fn write_header(page: &mut [u8], h: &Version) {
+    let b = &mut page[h.v * HDR_LEN..(h.v + 1) * HDR_LEN];
+    b.fill(0);
+    b[0] = MAGIC;
+    b[1] = h.kind;
+    b[2..4].copy_from_slice(&(h.nslots as u16).to_be_bytes());
+    b[4..6].copy_from_slice(&(h.live as u16).to_be_bytes());
+    b[6] = h.flags;
+    b[8..16].copy_from_slice(&h.tid.to_be_bytes());
+    b[16..20].copy_from_slice(&h.right.to_be_bytes());
+    b[20..24].copy_from_slice(&(h.free as u32).to_be_bytes());
+    b[24..28].copy_from_slice(&h.txn_size.to_be_bytes());
+    b[28..32].copy_from_slice(&h.page_count.to_be_bytes());
+    b[32..36].copy_from_slice(&h.crc.to_be_bytes());
+}
+
+/// Both version headers; a header whose magic is neither 0 nor
+/// [`MAGIC`] is corruption.
+fn versions(pgno: Pgno, page: &[u8]) -> Result<[Option<Version>; 2]> {
+    let mut out = [None, None];
+    for (v, slot) in out.iter_mut().enumerate() {
+        match page[v * HDR_LEN] {
+            0 => {}
+            MAGIC => *slot = read_version(page, v),
+            b => {
+                return Err(corrupt(
+                    pgno,
+                    format!("version header {v}: bad magic {b:#04x}"),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn is_valid(h: &Option<Version>) -> bool {
+    h.is_some_and(|h| h.valid())
+}
+
+/// Check F against the versions: it names a valid version whenever there
+/// is one, and the newer of two. A flipped or damaged F is an error, never
+/// a silent switch to the other version.
+fn check_flip(pgno: Pgno, page: &[u8], vs: &[Option<Version>; 2]) -> Result<usize> {
+    let f = page[FLIP_AT] as usize;
+    if f > 1 || page[FLIP_AT + 1..TB_AT] != [0, 0, 0] {
+        return Err(corrupt(pgno, format!("bad flip byte {f:#04x}")));
+    }
+    match (&vs[f], &vs[1 - f]) {
+        (Some(a), Some(b)) if a.valid() && b.valid() && a.tid <= b.tid => Err(corrupt(
+            pgno,
+            format!(
+                "F names version {f} (TID {}), older than version {} (TID {})",
+                a.tid,
+                1 - f,
+                b.tid
+            ),
+        )),
+        (a, b) if !is_valid(a) && is_valid(b) => Err(corrupt(
+            pgno,
+            format!("F names version {f}, which is not valid, beside a valid one"),
+        )),
+        _ => Ok(f),
+    }
+}
+
+/// Algorithm 1 of \[IPS\] generalised to the reader's snapshot `s`: version
+/// F if its TID is at most `s`, else the other one if its TID is.
+fn select(vs: &[Option<Version>; 2], f: usize, s: u64) -> Option<Version> {
+    [f, 1 - f]
+        .into_iter()
+        .filter_map(|v| vs[v])
+        .find(|h| h.valid() && h.tid <= s)
+}
+
+/// A live record of a version: (offset, length, key start, key end, slot).
+type Span = (usize, usize, usize, usize, usize);
+
+/// Parse version `h`: every live record is checked against the page and
+/// listed in `out` sorted by key in `order` (two records with one key are
+/// corruption). Returns the version's checksum as computed from the page.
+fn parse(
+    pgno: Pgno,
+    page: &[u8],
+    h: &Version,
+    max_key: usize,
+    order: &dyn KeyOrder,
+    out: &mut Vec<Span>,
+) -> Result<u32> {
+    let ps = page.len();
+    out.clear();
+    let bad = |what: String| corrupt(pgno, format!("version {} (TID {}): {what}", h.v, h.tid));
+    if h.kind != LEAF && h.kind != INTERIOR {
+        return Err(bad(format!("bad page type {:#04x}", h.kind)));
+    }
+    if h.kind == INTERIOR && h.right == 0 {
+        return Err(bad("interior version without a right child".into()));
+    }
+    if h.nslots > max_slots(ps) || h.live > h.nslots {
+        return Err(bad(format!(
+            "{} slots ({} live) cannot fit",
+            h.nslots, h.live
+        )));
+    }
+    if h.free > ps || h.free < slot_at(ps, h.nslots) {
+        return Err(bad(format!(
+            "free offset {} outside the page's record area",
+            h.free
+        )));
+    }
+    let mut crc = CrcGather::new();
+    crc.put(&pgno.to_be_bytes());
+    let hb = h.v * HDR_LEN;
+    crc.put(&page[hb..hb + HDR_SUMMED]);
+    let tb = tb_at(ps, h.v);
+    crc.put(&page[tb..tb + tb_len(ps)]);
+    crc.put(&page[slots_at(ps)..slot_at(ps, h.nslots)]);
+    out.reserve(h.live);
+    for i in 0..h.nslots {
+        if tombstoned(page, ps, h.v, i) {
+            continue;
+        }
+        let off = be16(page, slot_at(ps, i));
+        if off < h.free || off >= ps {
+            return Err(bad(format!(
+                "slot {i}: record offset {off} outside the record area"
+            )));
+        }
+        let mut r = Reader::new(page, off, ps, pgno);
+        let key = if h.kind == LEAF {
+            r.leaf_key(i, max_key)?
+        } else {
+            r.interior_key(i, max_key)?
+        };
+        // The key is a slice of `page`: its position, not a copy.
+        let ks = key.as_ptr() as usize - page.as_ptr() as usize;
+        crc.put(&page[off..r.pos]);
+        out.push((off, r.pos - off, ks, ks + key.len(), i));
+    }
+    // Bits past numSlots must be clear: a later writer inherits them.
+    if (h.nslots..max_slots(ps)).any(|i| tombstoned(page, ps, h.v, i)) {
+        return Err(bad("tombstone bit set past numSlots".into()));
+    }
+    if out.len() != h.live {
+        return Err(bad(format!(
+            "{} live slots, the header says {}",
+            out.len(),
+            h.live
+        )));
+    }
+    out.sort_unstable_by(|a, b| order.compare(&page[a.2..a.3], &page[b.2..b.3]));
+    if out
+        .windows(2)
+        .any(|w| order.compare(&page[w[0].2..w[0].3], &page[w[1].2..w[1].3]) == Ordering::Equal)
+    {
+        return Err(bad("two live records with the same key".into()));
+    }
+    Ok(crc.finish())
+}
+
+/// [`parse`] and compare with the stored checksum.
+fn verify(
+    pgno: Pgno,
+    page: &[u8],
+    h: &Version,
+    max_key: usize,
+    order: &dyn KeyOrder,
+    out: &mut Vec<Span>,
+) -> Result<()> {
+    if parse(pgno, page, h, max_key, order, out)? != h.crc {
+        return Err(corrupt(
+            pgno,
+            format!(
+                "version {} (TID {}): checksum mismatch, the page is torn or damaged",
+                h.v, h.tid
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Where a new version goes ([`IpsFormat::layout`]); the cells to append
+/// and the slots to tombstone are in [`Scratch`].
+struct Plan {
+    /// The version written over (`None`: a fresh page).
+    base: Option<Version>,
+    /// Half of the metadata the new version takes.
+    v: usize,
+    /// numSlots of the new version.
+    nslots: usize,
+    /// free_offset of the new version.
+    free: usize,
+}
+
+/// The vectors [`IpsFormat::layout`] works in, kept per thread: once they
+/// have grown, placing a version allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    /// Live records of the base version, sorted by key (bytewise when
+    /// placing a new version: the node's table order is not known there).
+    spans: Vec<Span>,
+    /// Which of `spans` the new version keeps in place.
+    kept: Vec<bool>,
+    /// Live records of the other version (decode verifies it too).
+    other: Vec<Span>,
+    /// Encoded length of every cell of the new node.
+    lens: Vec<usize>,
+    /// Slot of every cell of the new node (after the layout: kept or new).
+    slots: Vec<usize>,
+    /// Cells of the new node that are appended.
+    new: Vec<usize>,
+    /// Slots of the base version tombstoned by the new one.
+    tomb: Vec<usize>,
+    /// Live records of the new version, (slot, offset, length).
+    live: Vec<(usize, usize, usize)>,
+    cell: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Run `f` with this thread's scratch.
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    with_local(&SCRATCH, f)
+}
+
+impl IpsFormat {
+    fn check_len(pgno: Pgno, page: &[u8], ps: usize) -> Result<()> {
+        if page.len() != ps || ps < 512 {
+            return Err(corrupt(
+                pgno,
+                format!("page buffer of {} bytes", page.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decode, with keys and values pointing into `share` when given.
+    fn decode_in(
+        &self,
+        pgno: Pgno,
+        page: &[u8],
+        share: Option<&Arc<[u8]>>,
+        ctx: &DecodeCtx,
+    ) -> Result<Node> {
+        Self::check_len(pgno, page, ctx.page_size)?;
+        let max_key = self.max_key_len(ctx.page_size);
+        let vs = versions(pgno, page)?;
+        let f = check_flip(pgno, page, &vs)?;
+        let Some(h) = select(&vs, f, ctx.committed_tid) else {
+            let tids: Vec<String> = vs.iter().flatten().map(|h| h.tid.to_string()).collect();
+            return Err(corrupt(
+                pgno,
+                format!(
+                    "no version visible at snapshot {} (version TIDs [{}])",
+                    ctx.committed_tid,
+                    tids.join(", ")
+                ),
+            ));
+        };
+        with_scratch(|sc| {
+            // Every valid version checks out: damage to the visible
+            // version's TID becomes an error instead of a silent fallback
+            // to the older one.
+            if let Some(o) = vs[1 - h.v].filter(|o| o.valid()) {
+                verify(pgno, page, &o, max_key, ctx.order, &mut sc.other)?;
+            }
+            verify(pgno, page, &h, max_key, ctx.order, &mut sc.spans)?;
+            if h.kind == LEAF {
+                let mut out: Vec<LeafCell> = Vec::with_capacity(sc.spans.len());
+                for &(off, _, _, _, slot) in &sc.spans {
+                    out.push(
+                        Reader::new(page, off, page.len(), pgno)
+                            .sharing(share)
+                            .leaf(slot, max_key)?,
+                    );
+                }
+                Ok(Node::Leaf(out))
+            } else {
+                let mut out: Vec<InteriorCell> = Vec::with_capacity(sc.spans.len());
+                for &(off, _, _, _, slot) in &sc.spans {
+                    out.push(
+                        Reader::new(page, off, page.len(), pgno)
+                            .sharing(share)
+                            .interior(slot, max_key)?,
+                    );
+                }
+                Ok(Node::Interior {
+                    cells: out,
+                    right: h.right,
+                })
+            }
+        })
+    }
+
+    /// The version a writer with TID `tid` writes over: the valid one with
+    /// the highest TID below `tid` (its own earlier, spilled version is
+    /// overwritten).
+    fn base_version(pgno: Pgno, page: &[u8], tid: u64) -> Result<Version> {
+        let vs = versions(pgno, page)?;
+        vs.into_iter()
+            .flatten()
+            .filter(|h| h.valid() && h.tid < tid)
+            .max_by_key(|h| h.tid)
+            .ok_or_else(|| corrupt(pgno, "no committed version to write the new one over"))
+    }
+
+    /// Plan the new version of `node` over `base` (\[IPS\] Alg. 1,
+    /// SelectVersionForWrite, and §3.2.1-3.2.2): records equal to a live
+    /// one of the base version keep their slot; removed and replaced ones
+    /// get a tombstone; new ones are appended. `Ok(None)`: it does not fit
+    /// in place. The base version's checksum is verified when `pgno` is
+    /// known (encode); `fits` only plans.
+    fn layout(
+        &self,
+        pgno: Option<Pgno>,
+        node: &Node,
+        base: Option<&[u8]>,
+        ps: usize,
+        tid: u64,
+        sc: &mut Scratch,
+    ) -> Result<Option<Plan>> {
+        let n = node.len();
+        sc.lens.clear();
+        sc.lens.extend((0..n).map(|i| cell_len(node, i)));
+        sc.new.clear();
+        sc.tomb.clear();
+        sc.slots.clear();
+        let Some(base) = base else {
+            // A page this transaction allocated: pack the records at the end.
+            let total: usize = sc.lens.iter().sum();
+            if n > max_slots(ps) || slot_at(ps, n) + total > ps {
+                return Ok(None);
+            }
+            sc.new.extend(0..n);
+            sc.slots.extend(0..n);
+            return Ok(Some(Plan {
+                base: None,
+                v: 0,
+                nslots: n,
+                free: ps - total,
+            }));
+        };
+        let at = pgno.unwrap_or(0);
+        if base.len() != ps {
+            return Err(corrupt(at, format!("base image of {} bytes", base.len())));
+        }
+        let b = Self::base_version(at, base, tid)?;
+        let max_key = self.max_key_len(ps);
+        // The base's records sorted bytewise: each key of the node (which
+        // ascends in its table's order, not known here) is looked up.
+        match pgno {
+            Some(p) => verify(p, base, &b, max_key, &BYTEWISE, &mut sc.spans)?,
+            None => {
+                parse(at, base, &b, max_key, &BYTEWISE, &mut sc.spans)?;
+            }
+        }
+        sc.kept.clear();
+        sc.kept.resize(sc.spans.len(), false);
+        sc.slots.resize(n, usize::MAX);
+        for i in 0..n {
+            let key = cell_key(node, i);
+            let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
+                Ok(j) => {
+                    let (off, len, _, _, slot) = sc.spans[j];
+                    let same = len == sc.lens[i] && {
+                        sc.cell.clear();
+                        sc.cell.resize(len, 0);
+                        put_cell(node, i, &mut sc.cell, 0);
+                        sc.cell[..] == base[off..off + len]
+                    };
+                    sc.kept[j] = same;
+                    same.then_some(slot)
+                }
+                Err(_) => None,
+            };
+            match same {
+                Some(slot) => sc.slots[i] = slot,
+                None => sc.new.push(i),
+            }
+        }
+        // Deleted and replaced records get their tombstones.
+        sc.tomb.extend(
+            sc.spans
+                .iter()
+                .zip(&sc.kept)
+                .filter(|(_, &k)| !k)
+                .map(|(s, _)| s.4),
+        );
+        let added: usize = sc.new.iter().map(|&i| sc.lens[i]).sum();
+        let nslots = b.nslots + sc.new.len();
+        if nslots > max_slots(ps) || b.free < added || b.free - added < slot_at(ps, nslots) {
+            return Ok(None);
+        }
+        for (k, &i) in sc.new.iter().enumerate() {
+            sc.slots[i] = b.nslots + k;
+        }
+        Ok(Some(Plan {
+            base: Some(b),
+            v: 1 - b.v,
+            nslots,
+            free: b.free - added,
+        }))
+    }
+
+    /// [`NodeFormat::encode_if_fits`] with this thread's scratch.
+    fn write_version(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Result<bool> {
+        let ps = ctx.page_size;
+        let Some(plan) = self.layout(Some(pgno), node, base, ps, ctx.tid, sc)? else {
+            return Ok(false);
+        };
+        match (plan.base, base) {
+            (Some(_), Some(b)) => out.copy_from_slice(b),
+            _ => out.fill(0),
+        }
+        // Append the new records below the base version's, in node order.
+        let mut at = plan.base.map_or(ps, |b| b.free);
+        sc.live.clear();
+        for &i in &sc.new {
+            at -= sc.lens[i];
+            put_cell(node, i, out, at);
+            let s = slot_at(ps, sc.slots[i]);
+            out[s..s + 2].copy_from_slice(&(at as u16).to_be_bytes());
+        }
+        // The new version's tombstones: the base version's plus its own.
+        let tb = tb_at(ps, plan.v);
+        match plan.base {
+            Some(b) => out.copy_within(tb_at(ps, b.v)..tb_at(ps, b.v) + tb_len(ps), tb),
+            None => out[tb..tb + tb_len(ps)].fill(0),
+        }
+        for &s in &sc.tomb {
+            out[tb + s / 8] |= 0x80 >> (s % 8);
+        }
+        let (kind, right) = kind_of(node);
+        let mut h = Version {
+            v: plan.v,
+            kind,
+            nslots: plan.nslots,
+            live: node.len(),
+            flags: 0,
+            tid: ctx.tid,
+            right,
+            free: plan.free,
+            txn_size: 0,
+            page_count: 0,
+            crc: 0,
+        };
+        write_header(out, &h);
+        out[FLIP_AT..TB_AT].copy_from_slice(&[plan.v as u8, 0, 0, 0]);
+        // The checksum of what was just placed: live records in slot order.
+        for (i, &slot) in sc.slots.iter().enumerate() {
+            let off = be16(out, slot_at(ps, slot));
+            sc.live.push((slot, off, sc.lens[i]));
+        }
+        sc.live.sort_unstable();
+        let mut crc = CrcGather::new();
+        crc.put(&pgno.to_be_bytes());
+        crc.put(&out[plan.v * HDR_LEN..plan.v * HDR_LEN + HDR_SUMMED]);
+        crc.put(&out[tb..tb + tb_len(ps)]);
+        crc.put(&out[slots_at(ps)..slot_at(ps, plan.nslots)]);
+        for &(_, off, len) in &sc.live {
+            crc.put(&out[off..off + len]);
+        }
+        h.crc = crc.finish();
+        write_header(out, &h);
+        pagesum::seal(pgno, out, PAGE_SUM_AT);
+        Ok(true)
+    }
+
+    /// Invalidate the versions `doomed` picks (TID := INV), flipping F back
+    /// when it named one of them (\[IPS\] §3.2.4: "inverts the bit flag").
+    fn invalidate_versions(
+        &self,
+        page: &mut [u8],
+        pgno: Pgno,
+        doomed: &dyn Fn(&Version) -> bool,
+    ) -> usize {
+        let mut n = 0;
+        let vs = [read_version(page, 0), read_version(page, 1)];
+        for h in vs.into_iter().flatten() {
+            if h.valid() && doomed(&h) {
+                let at = h.v * HDR_LEN + 8;
+                page[at..at + 8].copy_from_slice(&INV.to_be_bytes());
+                if page[FLIP_AT] as usize == h.v {
+                    page[FLIP_AT] = (1 - h.v) as u8;
+                }
+                n += 1;
+            }
+        }
+        if n > 0 {
+            pagesum::seal(pgno, page, PAGE_SUM_AT);
+        }
+        n
+    }
+}
+
+impl NodeFormat for IpsFormat {
+    fn name(&self) -> &'static str {
+        "ips"
+    }
+
+    fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node> {
+        self.decode_in(pgno, page, None, ctx)
+    }
+
+    fn decode_shared(&self, pgno: Pgno, page: &Arc<[u8]>, ctx: &DecodeCtx) -> Result<Node> {
+        self.decode_in(pgno, page, Some(page), ctx)
+    }
+
+    fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
+        with_scratch(|sc| {
+            matches!(
+                self.layout(None, node, base, ctx.page_size, ctx.tid, sc),
+                Ok(Some(_))
+            )
+        })
+    }
+
+    fn leaf_cell_size(&self, c: &LeafCell) -> usize {
+        2 + cell::leaf_len(c)
+    }
+
+    fn interior_cell_size(&self, c: &InteriorCell) -> usize {
+        2 + cell::interior_len(c)
+    }
+
+    fn capacity(&self, page_size: usize) -> usize {
+        page_size - slots_at(page_size)
+    }
+
+    fn encode(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<()> {
+        if !self.encode_if_fits(pgno, node, base, ctx, out)? {
+            return Err(Error::InvalidArgument(format!(
+                "node for page {pgno} does not fit over its committed version"
+            )));
+        }
+        Ok(())
+    }
+
+    fn encode_if_fits(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<bool> {
+        let ps = ctx.page_size;
+        if out.len() != ps || ps < 512 {
+            return Err(Error::InvalidArgument(format!(
+                "output buffer of {} bytes for a {ps}-byte page",
+                out.len()
+            )));
+        }
+        with_scratch(|sc| self.write_version(pgno, node, base, ctx, out, sc))
+    }
+
+    fn max_key_len(&self, page_size: usize) -> usize {
+        // An overflow leaf cell is 1 + 3 + 10 + key + 4 bytes plus its
+        // 2-byte slot; keep every cell within a quarter page.
+        self.max_inline_cell(page_size) - 20
+    }
+
+    fn max_inline_cell(&self, page_size: usize) -> usize {
+        self.capacity(page_size) / 4
+    }
+
+    fn needs_base(&self) -> bool {
+        true
+    }
+
+    fn raw_reserved(&self) -> usize {
+        RAW_TAIL
+    }
+
+    fn seal_raw(&self, pgno: Pgno, page: &mut [u8], ctx: &EncodeCtx) {
+        write_envelope(pgno, page, ctx.tid);
+    }
+
+    fn check_raw(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        Self::check_len(pgno, page, ctx.page_size)?;
+        check_envelope(pgno, page, ctx.committed_tid)
+    }
+
+    fn verify_tree(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        verify_tree_page(self, pgno, page, ctx)
+    }
+
+    fn check_free(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
+        check_free_page::<Self>(pgno, page, ctx)
+    }
+}
+
+impl InPageFormat for IpsFormat {
+    const PAGE_SUM_AT: usize = PAGE_SUM_AT;
+
+    fn has_versions(&self, page: &[u8]) -> bool {
+        page.len() >= 512 && (page[0] == MAGIC || page[HDR_LEN] == MAGIC)
+    }
+
+    fn versions(&self, pgno: Pgno, page: &[u8]) -> Vec<VersionState> {
+        let max_key = self.max_key_len(page.len());
+        (0..2)
+            .filter_map(|v| read_version(page, v))
+            .map(|h| VersionState {
+                index: h.v,
+                tid: h.tid,
+                record: (h.flags & FLAG_COMMIT != 0).then_some(CommitRecord {
+                    tid: h.tid,
+                    txn_size: h.txn_size,
+                    page_count: h.page_count,
+                }),
+                intact: with_scratch(|sc| {
+                    verify(pgno, page, &h, max_key, &BYTEWISE, &mut sc.other).is_ok()
+                }),
+            })
+            .collect()
+    }
+
+    fn visible(&self, pgno: Pgno, page: &[u8], fcc: u64) -> Option<usize> {
+        let vs = versions(pgno, page).ok()?;
+        let f = check_flip(pgno, page, &vs).ok()?;
+        select(&vs, f, fcc).map(|h| h.v)
+    }
+
+    fn invalidate(&self, page: &mut [u8], pgno: Pgno, doomed: &dyn Fn(u64) -> bool) -> usize {
+        if page.len() < 512 {
+            return 0;
+        }
+        if let Some(n) = invalidate_envelope(pgno, page, doomed) {
+            return n;
+        }
+        self.invalidate_versions(page, pgno, &|h| doomed(h.tid))
+    }
+
+    fn repair(&self, page: &mut [u8], pgno: Pgno, fcc: u64) -> usize {
+        let ps = page.len();
+        if ps < 512 {
+            return 0;
+        }
+        if raw_tid(pgno, page).is_some() {
+            return self.invalidate(page, pgno, &|t| t > fcc);
+        }
+        if !self.has_versions(page) {
+            return 0;
+        }
+        let max_key = self.max_key_len(ps);
+        // Versions above the FCC go first; the visible one is then chosen
+        // among the rest.
+        let mut n = self.invalidate_versions(page, pgno, &|h| h.tid > fcc);
+        let visible = self.visible(pgno, page, fcc);
+        let snapshot = page.to_vec();
+        n += self.invalidate_versions(page, pgno, &|h| {
+            Some(h.v) != visible
+                && with_scratch(|sc| verify(pgno, &snapshot, h, max_key, &BYTEWISE, &mut sc.other))
+                    .is_err()
+        });
+        if n == 0 && !pagesum::verify(pgno, page, PAGE_SUM_AT) {
+            pagesum::seal(pgno, page, PAGE_SUM_AT);
+            n = 1;
+        }
+        n
+    }
+
+    fn embed_commit(&self, pgno: Pgno, page: &mut [u8], rec: CommitRecord) -> Result<bool> {
+        if page.len() < 512 || raw_tid(pgno, page).is_some() {
+            return Ok(false);
+        }
+        let Some(mut h) = (0..2)
+            .filter_map(|v| read_version(page, v))
+            .find(|h| h.tid == rec.tid)
+        else {
+            return Ok(false);
+        };
+        h.flags |= FLAG_COMMIT;
+        h.txn_size = rec.txn_size;
+        h.page_count = rec.page_count;
+        write_header(page, &h);
+        let max_key = self.max_key_len(page.len());
+        h.crc = with_scratch(|sc| parse(pgno, page, &h, max_key, &BYTEWISE, &mut sc.other))?;
+        write_header(page, &h);
+        pagesum::seal(pgno, page, PAGE_SUM_AT);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::Value;
+
+    const PS: usize = 512;
+
+    fn ectx(tid: u64) -> EncodeCtx {
+        EncodeCtx::new(PS, tid, true)
+    }
+
+    fn dctx(fcc: u64) -> DecodeCtx<'static> {
+        DecodeCtx {
+            page_size: PS,
+            committed_tid: fcc,
+            checksums: true,
+            order: &BYTEWISE,
+        }
+    }
+
+    fn leaf(keys: &[(&str, usize)]) -> Node {
+        Node::Leaf(
+            keys.iter()
+                .map(|(k, l)| LeafCell {
+                    key: k.as_bytes().into(),
+                    value: Value::Inline(vec![k.as_bytes()[0]; *l].into()),
+                })
+                .collect(),
+        )
+    }
+
+    fn enc(node: &Node, base: Option<&[u8]>, tid: u64) -> Vec<u8> {
+        let mut out = vec![0u8; PS];
+        IpsFormat
+            .encode(7, node, base, &ectx(tid), &mut out)
+            .unwrap();
+        out
+    }
+
+    /// Byte ranges where two images differ.
+    fn changed(a: &[u8], b: &[u8]) -> Vec<usize> {
+        (0..a.len()).filter(|&i| a[i] != b[i]).collect()
+    }
+
+    /// Offsets of the live records of the version with `tid`.
+    fn offsets(page: &[u8], tid: u64) -> Vec<usize> {
+        let h = (0..2)
+            .filter_map(|v| read_version(page, v))
+            .find(|h| h.tid == tid)
+            .unwrap();
+        let mut spans = Vec::new();
+        verify(7, page, &h, 100, &BYTEWISE, &mut spans).unwrap();
+        let mut o: Vec<usize> = spans.iter().map(|s| s.0).collect();
+        o.sort_unstable();
+        o
+    }
+
+    #[test]
+    fn versions_alternate_and_visibility_follows_the_snapshot() {
+        let f = IpsFormat;
+        let v1 = leaf(&[("a", 10), ("b", 10)]);
+        let p1 = enc(&v1, None, 1);
+        assert_eq!(f.decode(7, &p1, &dctx(1)).unwrap(), v1);
+        assert!(
+            f.decode(7, &p1, &dctx(0)).is_err(),
+            "TID 1 above snapshot 0"
+        );
+        let v2 = leaf(&[("a", 10), ("c", 12)]);
+        let p2 = enc(&v2, Some(&p1), 2);
+        assert_eq!(p2[FLIP_AT], 1, "F flips to the new half");
+        assert_eq!(
+            f.decode(7, &p2, &dctx(1)).unwrap(),
+            v1,
+            "uncommitted is invisible"
+        );
+        assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), v2);
+        let v3 = leaf(&[("c", 12), ("d", 40)]);
+        let p3 = enc(&v3, Some(&p2), 3);
+        assert_eq!(
+            read_version(&p3, 0).unwrap().tid,
+            3,
+            "the older half is reused"
+        );
+        assert_eq!(p3[FLIP_AT], 0);
+        assert_eq!(f.decode(7, &p3, &dctx(3)).unwrap(), v3);
+        assert_eq!(f.decode(7, &p3, &dctx(2)).unwrap(), v2);
+        // A snapshot older than both versions cannot be served (a reader
+        // that old aborts, [IPS] §4.2).
+        assert!(f.decode(7, &p3, &dctx(1)).is_err());
+    }
+
+    #[test]
+    fn records_are_appended_and_committed_ones_never_move() {
+        let v1 = leaf(&[("m", 20), ("n", 20)]);
+        let p1 = enc(&v1, None, 1);
+        // Insert "a" (smaller key): appended below, slot at the end.
+        let p2 = enc(&leaf(&[("a", 20), ("m", 20), ("n", 20)]), Some(&p1), 2);
+        let h2 = read_version(&p2, 1).unwrap();
+        assert_eq!((h2.nslots, h2.live), (3, 3));
+        assert_eq!(
+            be16(&p2, slot_at(PS, 2)),
+            h2.free,
+            "new slot points at the new record"
+        );
+        assert!(offsets(&p2, 2).starts_with(&[h2.free]));
+        assert_eq!(
+            offsets(&p1, 1),
+            offsets(&p2, 2)[1..],
+            "committed records stay put"
+        );
+        // Delete "m": only the new half's header, its tombstone bitmap, F
+        // and the page checksum change.
+        let p3 = enc(&leaf(&[("a", 20), ("n", 20)]), Some(&p2), 3);
+        let h3 = read_version(&p3, 0).unwrap();
+        assert_eq!((h3.nslots, h3.live, h3.free), (3, 2, h2.free));
+        let allowed = |i: usize| {
+            i < HDR_LEN
+                || (PAGE_SUM_AT..PAGE_SUM_AT + 4).contains(&i)
+                || i == FLIP_AT
+                || (tb_at(PS, 0)..tb_at(PS, 0) + tb_len(PS)).contains(&i)
+        };
+        for i in changed(&p2, &p3) {
+            assert!(allowed(i), "delete changed byte {i}");
+        }
+        assert!(tombstoned(&p3, PS, 0, 0), "slot 0 (\"m\") is tombstoned");
+        // Update "n": tombstone + append.
+        let p4 = enc(&leaf(&[("a", 20), ("n", 25)]), Some(&p3), 4);
+        let h4 = read_version(&p4, 1).unwrap();
+        assert_eq!((h4.nslots, h4.live), (4, 2));
+        assert!(tombstoned(&p4, PS, 1, 1), "old \"n\" is tombstoned");
+        assert!(h4.free < h3.free);
+        assert_eq!(
+            IpsFormat.decode(7, &p4, &dctx(3)).unwrap(),
+            leaf(&[("a", 20), ("n", 20)])
+        );
+    }
+
+    #[test]
+    fn rewriting_a_spilled_version_keeps_the_committed_one() {
+        let f = IpsFormat;
+        let v1 = leaf(&[("a", 10)]);
+        let p1 = enc(&v1, None, 1);
+        let spilled = enc(&leaf(&[("a", 10), ("b", 30)]), Some(&p1), 2);
+        let v2 = leaf(&[("b", 30), ("z", 5)]);
+        let p2 = enc(&v2, Some(&spilled), 2);
+        assert_eq!(f.decode(7, &p2, &dctx(1)).unwrap(), v1);
+        assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), v2);
+    }
+
+    #[test]
+    fn a_full_page_overflows_and_the_root_stub_always_fits() {
+        let f = IpsFormat;
+        let names: Vec<String> = (0..40).map(|i| format!("k{i:03}")).collect();
+        let mut keys = Vec::new();
+        for n in &names {
+            keys.push((n.as_str(), 6));
+            if !f.fits(&leaf(&keys), None, &ectx(1)) {
+                keys.pop();
+                break;
+            }
+        }
+        let p = enc(&leaf(&keys), None, 1);
+        // Updating one record needs space that only garbage collection
+        // (a copy to a fresh page) can give.
+        let mut upd = leaf(&keys);
+        if let Node::Leaf(c) = &mut upd {
+            c[0].value = Value::Inline(vec![9; 6].into());
+        }
+        assert!(!f.fits(&upd, Some(&p), &ectx(2)));
+        assert!(f.fits(&upd, None, &ectx(2)));
+        // Deleting fits: it only sets tombstones.
+        assert!(f.fits(&leaf(&keys[1..]), Some(&p), &ectx(2)));
+        let stub = Node::Interior {
+            cells: Vec::new(),
+            right: 9,
+        };
+        assert!(f.fits(&stub, Some(&p), &ectx(2)));
+        let s = enc(&stub, Some(&p), 2);
+        assert_eq!(f.decode(7, &s, &dctx(2)).unwrap(), stub);
+        assert_eq!(f.decode(7, &s, &dctx(1)).unwrap(), leaf(&keys));
+    }
+
+    #[test]
+    fn torn_damaged_or_flipped_versions_are_detected() {
+        let f = IpsFormat;
+        // A write of version 2 torn in any subset of the eight 512-byte
+        // sectors of a 4 KiB page: version 1 stays intact, recovery's scan
+        // never counts a torn version 2, and repair restores version 1.
+        const BIG: usize = 4096;
+        let e = |tid| EncodeCtx::new(BIG, tid, true);
+        let d = |fcc| DecodeCtx {
+            page_size: BIG,
+            committed_tid: fcc,
+            checksums: true,
+            order: &BYTEWISE,
+        };
+        let names: Vec<String> = (0..30).map(|i| format!("key{i:02}")).collect();
+        let cells = |n: usize, len: usize| -> Node {
+            let keys: Vec<(&str, usize)> = names[..n].iter().map(|k| (k.as_str(), len)).collect();
+            leaf(&keys)
+        };
+        let v1 = cells(20, 60);
+        let mut p1 = vec![0u8; BIG];
+        f.encode(7, &v1, None, &e(1), &mut p1).unwrap();
+        let v2 = cells(26, 61);
+        let mut p2 = vec![0u8; BIG];
+        f.encode(7, &v2, Some(&p1), &e(2), &mut p2).unwrap();
+        for mask in 0u32..256 {
+            let mut torn = p1.clone();
+            for sec in 0..8 {
+                if mask & (1 << sec) != 0 {
+                    torn[sec * 512..(sec + 1) * 512]
+                        .copy_from_slice(&p2[sec * 512..(sec + 1) * 512]);
+                }
+            }
+            // Before recovery a read sees version 1 or an error (the torn
+            // version 2 fails its checksum), never other data.
+            if let Ok(n) = f.decode(7, &torn, &d(1)) {
+                assert_eq!(n, v1, "mask {mask:#x}");
+            }
+            let s = f.scan(7, &torn);
+            assert!(s.tids.contains(&1));
+            if s.tids.contains(&2) {
+                assert_eq!(f.decode(7, &torn, &d(2)).unwrap(), v2, "mask {mask:#x}");
+            }
+            let mut rolled = torn.clone();
+            f.repair(&mut rolled, 7, 1);
+            assert_eq!(f.decode(7, &rolled, &d(5)).unwrap(), v1);
+            assert!(pagesum::verify(7, &rolled, PAGE_SUM_AT));
+        }
+        let p2 = enc(
+            &leaf(&[("a", 40), ("c", 60)]),
+            Some(&enc(&leaf(&[("a", 40)]), None, 1)),
+            2,
+        );
+        // Damage to the visible version's TID is an error, not a fallback.
+        let mut d = p2.clone();
+        d[HDR_LEN + 8] ^= 0x40;
+        assert!(f.decode(7, &d, &dctx(u64::MAX - 1)).is_err());
+        // A flipped F is an error.
+        let mut d = p2.clone();
+        d[FLIP_AT] ^= 1;
+        assert!(f.decode(7, &d, &dctx(2)).is_err());
+        // A record byte of the visible version.
+        let mut d = p2.clone();
+        d[PS - 3] ^= 1;
+        assert!(f.decode(7, &d, &dctx(2)).is_err());
+        assert!(f.verify_tree(7, &d, &dctx(2)).is_err());
+    }
+
+    #[test]
+    fn rollback_flips_back_and_invalidates() {
+        let f = IpsFormat;
+        let v1 = leaf(&[("a", 10)]);
+        let p1 = enc(&v1, None, 1);
+        let mut p2 = enc(&leaf(&[("b", 10)]), Some(&p1), 2);
+        assert!(f.roll_back_page(&mut p2, 7, 2));
+        assert_eq!(p2[FLIP_AT], 0, "F flipped back");
+        assert_eq!(read_version(&p2, 1).unwrap().tid, INV);
+        assert_eq!(f.decode(7, &p2, &dctx(9)).unwrap(), v1);
+        assert!(!f.roll_back_page(&mut p2, 7, 2), "idempotent");
+        assert_eq!(f.scan(7, &p2).tids, vec![1]);
+        // The next writer reuses the rolled-back half and its space.
+        let v3 = leaf(&[("a", 10), ("c", 10)]);
+        let p3 = enc(&v3, Some(&p2), 3);
+        assert_eq!(f.decode(7, &p3, &dctx(3)).unwrap(), v3);
+        assert_eq!(
+            read_version(&p3, 1).unwrap().free,
+            read_version(&p2, 1).unwrap().free
+        );
+    }
+
+    #[test]
+    fn embedded_commit_record_is_found() {
+        let f = IpsFormat;
+        let mut p = enc(&leaf(&[("a", 10)]), None, 4);
+        let rec = CommitRecord {
+            tid: 4,
+            txn_size: 3,
+            page_count: 17,
+        };
+        assert!(f.embed_commit(7, &mut p, rec).unwrap());
+        let s = f.scan(7, &p);
+        assert_eq!((s.tids, s.records), (vec![4], vec![rec]));
+        assert!(f.decode(7, &p, &dctx(4)).is_ok());
+        assert!(!f
+            .embed_commit(7, &mut p, CommitRecord { tid: 5, ..rec })
+            .unwrap());
+    }
+
+    /// Descending byte order: a table order other than memcmp.
+    struct Descending;
+
+    impl KeyOrder for Descending {
+        fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+            b.cmp(a)
+        }
+    }
+
+    #[test]
+    fn any_key_order_sorts_the_view_and_keeps_unchanged_records() {
+        let f = IpsFormat;
+        let d = |fcc| DecodeCtx {
+            page_size: PS,
+            committed_tid: fcc,
+            checksums: true,
+            order: &Descending,
+        };
+        let v1 = leaf(&[("c", 5), ("b", 5), ("a", 5)]);
+        let p1 = enc(&v1, None, 1);
+        assert_eq!(f.decode(7, &p1, &d(1)).unwrap(), v1);
+        // Replace "b", keep "c" and "a": only one record is appended.
+        let mut v2 = v1.clone();
+        if let Node::Leaf(c) = &mut v2 {
+            c[1].value = Value::Inline(vec![9; 5].into());
+        }
+        let p2 = enc(&v2, Some(&p1), 2);
+        let h = read_version(&p2, 1).unwrap();
+        assert_eq!((h.nslots, h.live), (4, 3));
+        assert_eq!(f.decode(7, &p2, &d(2)).unwrap(), v2);
+        assert_eq!(f.decode(7, &p2, &d(1)).unwrap(), v1);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let f = IpsFormat;
+        for fill in [0u8, 0x15, 0xFF] {
+            let mut p = vec![fill; PS];
+            p[0] = MAGIC;
+            let _ = f.decode(7, &p, &dctx(3));
+            let _ = f.scan(7, &p);
+            let _ = f.repair(&mut p, 7, 3);
+            let _ = f.fits(&leaf(&[("a", 1)]), Some(&p), &ectx(4));
+        }
+    }
+}
