@@ -10,6 +10,7 @@ use super::crash::inject::{inject, InjectConfig};
 use super::crash::recovery_faults::inject_recovery;
 use super::crash::workload::WorkloadConfig;
 use std::time::Duration;
+use twinpage::cc::Protocol;
 use twinpage::journal::{ModeOptions, TestFaults};
 use twinpage::Durability;
 use twinpage::{Error, JournalMode, Result, Synchronous};
@@ -22,6 +23,11 @@ pub struct Args {
     /// Journal mode to explore, or `all` for every mode in JournalMode::ALL.
     #[arg(long, default_value = "all")]
     pub mode: String,
+    /// Concurrency protocol (`sqlite`, `begin-concurrent`, ...), or `all`
+    /// for every protocol each mode's registry entry allows. Modes that do
+    /// not allow the protocol are skipped.
+    #[arg(long, default_value = "sqlite")]
+    pub concurrency: String,
     /// Persistence model: strict, ext4-ordered or torn.
     #[arg(long, default_value = "ext4-ordered")]
     pub model: PersistenceModel,
@@ -121,6 +127,30 @@ impl Args {
         }
     }
 
+    /// The (mode, protocol) pairs selected by `--mode` and `--concurrency`.
+    pub fn pairs(&self) -> Result<Vec<(JournalMode, Protocol)>> {
+        let wanted: Option<Protocol> = if self.concurrency.eq_ignore_ascii_case("all") {
+            None
+        } else {
+            Some(self.concurrency.parse()?)
+        };
+        let mut out = Vec::new();
+        for m in self.modes()? {
+            for &p in m.spec().protocols {
+                if wanted.is_none_or(|w| w == p) {
+                    out.push((m, p));
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "no selected mode runs with concurrency protocol {}",
+                self.concurrency
+            )));
+        }
+        Ok(out)
+    }
+
     /// The mode options given with --opt.
     pub fn mode_opts(&self) -> Result<ModeOptions> {
         let mut o = ModeOptions::default();
@@ -134,8 +164,9 @@ impl Args {
     }
 
     /// The explorer configuration for one mode.
-    pub fn config(&self, mode: JournalMode) -> ExploreConfig {
+    pub fn config(&self, mode: JournalMode, protocol: Protocol) -> ExploreConfig {
         let mut cfg = ExploreConfig::new(mode, self.model);
+        cfg.protocol = protocol;
         cfg.mode_opts = self.mode_opts().unwrap_or_default();
         cfg.sync = self.sync;
         cfg.seed = self.seed;
@@ -355,8 +386,8 @@ pub fn run(a: Args) -> Result<i32> {
         a.model, a.sync, a.seed, a.states, a.per_cut, a.txns, a.page_size, a.cache_pages
     );
     let mut failed = 0;
-    for mode in modes {
-        let cfg = a.config(mode);
+    for (mode, protocol) in a.pairs()? {
+        let cfg = a.config(mode, protocol);
         let rep = explore(&cfg)?;
         println!("{rep}");
         println!("          workload: {}", rep.coverage);
@@ -370,9 +401,10 @@ pub fn run(a: Args) -> Result<i32> {
             failed += 1;
             println!("{v}");
             println!(
-                "reproduce: twinpage crashtest --mode {} --model {} --sync {} --seed {} --cut {} --draw {} \
-                 --per-cut {} --txns {} --page-size {} --cache-pages {}{}",
+                "reproduce: twinpage crashtest --mode {} --concurrency {} --model {} --sync {} --seed {} \
+                 --cut {} --draw {} --per-cut {} --txns {} --page-size {} --cache-pages {}{}",
                 mode,
+                protocol,
                 a.model,
                 a.sync,
                 v.seed,

@@ -4,6 +4,7 @@ use crate::base::{Durability, Synchronous};
 use crate::base::{Error, Pgno, Result, BYTEWISE};
 use crate::btree::walk::{self, CheckReport};
 use crate::btree::{self, RangeIter, SplitPolicy, TreeConfig};
+use crate::cc::Protocol;
 use crate::journal::{
     CheckpointInfo, CheckpointMode, JournalMode, ModeOptions, Recovery, TestFaults,
 };
@@ -62,6 +63,11 @@ pub struct Options {
     /// Options of the journal mode (e.g. `wal_autocheckpoint`); set them
     /// with [`Options::set`]. The mode rejects names it does not know.
     pub mode_opts: ModeOptions,
+    /// Concurrency protocol (default `None`: the mode's default, `sqlite`,
+    /// one writer at a time). It must be one the mode's registry entry
+    /// allows, or the open fails with [`Error::Unsupported`]; e.g.
+    /// `begin-concurrent` runs with `wal` only.
+    pub concurrency: Option<Protocol>,
     /// Deliberate breakage for testing the crash explorer. Never set this.
     #[doc(hidden)]
     pub faults: TestFaults,
@@ -81,6 +87,7 @@ impl Default for Options {
             read_only: false,
             vfs: None,
             mode_opts: ModeOptions::default(),
+            concurrency: None,
             faults: TestFaults::default(),
         }
     }
@@ -98,6 +105,7 @@ impl fmt::Debug for Options {
             .field("tree", &self.tree)
             .field("read_only", &self.read_only)
             .field("mode_opts", &self.mode_opts)
+            .field("concurrency", &self.concurrency)
             .finish_non_exhaustive()
     }
 }
@@ -133,6 +141,19 @@ impl Options {
         self
     }
 
+    /// Set the concurrency protocol (see [`Options::concurrency`]).
+    pub fn concurrency(mut self, p: Protocol) -> Self {
+        self.concurrency = Some(p);
+        self
+    }
+
+    /// The concurrency protocol in effect: the one set, else the mode's
+    /// default.
+    pub fn protocol(&self) -> Protocol {
+        self.concurrency
+            .unwrap_or(self.journal_mode.spec().protocols[0])
+    }
+
     /// Open read-only (see [`Options::read_only`]).
     pub fn read_only(mut self, yes: bool) -> Self {
         self.read_only = yes;
@@ -159,8 +180,9 @@ impl Options {
     /// `journal_mode`, `synchronous`, `page_size`, `cache_size` (bytes, or
     /// negative KiB like SQLite), `busy_timeout` (ms), `merge`,
     /// `redistribute`, `spread`, `split` (`keep-left` or `copy-both`),
-    /// `read_only`, `checksums`; any other name is kept as a journal-mode
-    /// option and checked by the mode at open.
+    /// `read_only`, `checksums`, `concurrency` (a protocol name: `sqlite`,
+    /// `begin-concurrent`, `page-lock`, `page-lock-range`); any other name
+    /// is kept as a journal-mode option and checked by the mode at open.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let bad = || Error::InvalidArgument(format!("bad value {value:?} for option {key}"));
         let boolean = |v: &str| match v {
@@ -195,6 +217,7 @@ impl Options {
             }
             "read_only" => self.read_only = boolean(value)?,
             "checksums" | "page_checksums" => self.page_checksums = boolean(value)?,
+            "concurrency" | "protocol" => self.concurrency = Some(value.parse()?),
             _ => self.mode_opts.0.push((key.to_string(), value.to_string())),
         }
         Ok(())
@@ -206,6 +229,8 @@ impl Options {
 pub struct Stats {
     /// Journal mode.
     pub mode: JournalMode,
+    /// Concurrency protocol.
+    pub concurrency: Protocol,
     /// Page size.
     pub page_size: usize,
     /// Pages in the database.
@@ -269,6 +294,7 @@ impl Db {
             faults: opts.faults,
             mode_opts: opts.mode_opts.clone(),
             page_checksums: opts.page_checksums,
+            protocol: opts.concurrency,
         };
         let pager = Arc::new(Pager::open(vfs, &path, cfg)?);
         Ok(Db {
@@ -353,10 +379,7 @@ impl Db {
             }
         };
         Ok(ReadTxn {
-            pages: ReadPages {
-                pager: pager.clone(),
-                snap,
-            },
+            pages: ReadPages::new(pager.clone(), snap),
         })
     }
 
@@ -437,9 +460,10 @@ impl Db {
         let pager = &*self.inner.pager;
         pager.locks().begin_read(pager.busy_timeout())?;
         let r = pager.begin_read().and_then(|snap| {
-            let pages = ReadPages { pager, snap };
+            let pages = ReadPages::new(pager, snap);
             let r = table_root(&pages, snap.catalog_root, table)
                 .and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
+            pager.end_reader(pages.reader);
             pager.end_read(&snap);
             r
         });
@@ -502,6 +526,7 @@ impl Db {
 
         Stats {
             mode: p.spec().mode,
+            concurrency: p.protocol(),
             page_size: p.page_size(),
             page_count: h.page_count,
             free_pages: h.freelist_count,
@@ -564,6 +589,15 @@ fn table_root<P: PageRead + ?Sized>(p: &P, catalog: Pgno, name: &str) -> Result<
         Some(root) => root,
         None => Err(Error::NoSuchTable(name.to_string())),
     }
+}
+
+/// A user table's root, read by a write transaction: the catalog's pages
+/// are the catalog's, the table's pages the table's (for conflicts).
+fn user_root(p: &WritePages, catalog: Pgno, name: &str) -> Result<Pgno> {
+    p.set_table(None);
+    let root = table_root(p, catalog, name)?;
+    p.set_table(Some(name));
+    Ok(root)
 }
 
 fn list_tables<P: PageRead + ?Sized>(p: &P, catalog: Pgno) -> Result<Vec<(String, Pgno)>> {
@@ -633,6 +667,7 @@ impl ReadTxn {
 
 impl Drop for ReadTxn {
     fn drop(&mut self) {
+        self.pages.pager.end_reader(self.pages.reader);
         self.pages.pager.end_read(&self.pages.snap);
         self.pages.pager.locks().end_read();
     }
@@ -703,6 +738,7 @@ impl WriteTxn {
     fn create_table_inner(&mut self, name: &str) -> Result<bool> {
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
+        p.set_table(None);
         if btree::get(p, catalog, name.as_bytes(), &BYTEWISE)?.is_some() {
             return Ok(false);
         }
@@ -733,6 +769,7 @@ impl WriteTxn {
     fn drop_table_inner(&mut self, name: &str) -> Result<bool> {
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
+        p.set_table(None);
         let root = match btree::get(p, catalog, name.as_bytes(), &BYTEWISE)? {
             Some(v) => decode_root(name, &v)?,
             None => return Ok(false),
@@ -762,7 +799,7 @@ impl WriteTxn {
             let catalog = self.catalog()?;
             let cfg = self.db.tree;
             let p = self.pages_mut()?;
-            let root = table_root(p, catalog, table)?;
+            let root = user_root(p, catalog, table)?;
             btree::insert(p, root, key, value, &cfg, &BYTEWISE).map(|_| ())
         })();
         self.note(r)
@@ -774,7 +811,7 @@ impl WriteTxn {
             let catalog = self.catalog()?;
             let cfg = self.db.tree;
             let p = self.pages_mut()?;
-            let root = table_root(p, catalog, table)?;
+            let root = user_root(p, catalog, table)?;
             btree::delete(p, root, key, &cfg, &BYTEWISE)
         })();
         self.note(r)
@@ -783,7 +820,7 @@ impl WriteTxn {
     /// Read one key (sees this transaction's own changes).
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let p = self.pages()?;
-        let root = table_root(p, self.catalog()?, table)?;
+        let root = user_root(p, self.catalog()?, table)?;
         btree::get(p, root, key, &BYTEWISE)
     }
 
@@ -795,7 +832,7 @@ impl WriteTxn {
         dir: Direction,
     ) -> Result<RangeIter<'_, dyn PageRead + '_>> {
         let p = self.pages()?;
-        let root = table_root(p, self.catalog()?, table)?;
+        let root = user_root(p, self.catalog()?, table)?;
         let (lo, hi) = bounds(&range);
         RangeIter::new(
             p as &dyn PageRead,

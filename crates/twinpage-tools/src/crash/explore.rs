@@ -22,6 +22,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use twinpage::cc::Protocol;
 use twinpage::journal::{ModeOptions, TestFaults};
 use twinpage::storage::Vfs;
 use twinpage::Durability;
@@ -51,6 +52,8 @@ pub struct Target {
 pub struct ExploreConfig {
     /// Journal mode.
     pub mode: JournalMode,
+    /// Concurrency protocol.
+    pub protocol: Protocol,
     /// Sync level.
     pub sync: Synchronous,
     /// Persistence model.
@@ -97,6 +100,7 @@ impl ExploreConfig {
             per_cut: 8,
             workload: WorkloadConfig::default(),
             mode_opts: ModeOptions::default(),
+            protocol: Protocol::Sqlite,
             cache_size: 16 * 1024,
             faults: TestFaults::default(),
             recovery_crashes: true,
@@ -120,6 +124,7 @@ impl ExploreConfig {
             vfs: Some(vfs),
             mode_opts: self.mode_opts.clone(),
             faults: self.faults,
+            concurrency: Some(self.protocol),
             ..Options::default()
         }
     }
@@ -159,6 +164,8 @@ impl fmt::Display for Violation {
 pub struct Report {
     /// Mode explored.
     pub mode: JournalMode,
+    /// Concurrency protocol it ran with.
+    pub protocol: Protocol,
     /// Sync level.
     pub sync: Synchronous,
     /// Persistence model.
@@ -204,7 +211,10 @@ impl fmt::Display for Report {
             f,
             "{:<9} sync={:<6} model={:<12} {:?}: {} rounds, {} ops, {} cuts ({} exhaustive), \
              {} states ({} drawn) + {} recovery states in {:.1}s ({:.0}/s), {} violations",
-            self.mode.name(),
+            match self.protocol {
+                Protocol::Sqlite => self.mode.name().to_string(),
+                p => format!("{}+{p}", self.mode.name()),
+            },
             self.sync,
             self.model,
             self.durability,
@@ -354,6 +364,7 @@ pub fn explore(cfg: &ExploreConfig) -> Result<Report> {
     let durability = cfg.mode.durability(cfg.sync);
     let mut rep = Report {
         mode: cfg.mode,
+        protocol: cfg.protocol,
         sync: cfg.sync,
         model: cfg.model,
         durability,

@@ -9,10 +9,15 @@
 //! page-level protocols additionally see every page read and write through
 //! the hooks documented in ARCHITECTURE.md.
 
+pub mod optimistic;
+pub mod pagelock;
 pub mod wal;
 
 use crate::base::{Error, Pgno, Result, Tid};
 use parking_lot::{Condvar, Mutex};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A concurrency protocol a database may run with (`Options::concurrency`
@@ -23,14 +28,61 @@ pub enum Protocol {
     /// SQLite's own: one writer at a time; readers as the mode's lock
     /// tables allow ([`Locking`]).
     Sqlite,
+    /// SQLite's BEGIN CONCURRENT branch (\[IPS\] §5.3): writers run
+    /// without locks on private pages, reading the snapshot they began
+    /// on; a commit validates that no page it read or wrote was committed
+    /// by someone else since ([`optimistic::BeginConcurrent`]).
+    BeginConcurrent,
+    /// The thesis' page locks (\[TH\] §2.2.2): SHARED and EXCLUSIVE per
+    /// page in an in-process lock table, EXCLUSIVE on a commit's sorted
+    /// page set ([`pagelock::PageLocks`]).
+    PageLock,
+    /// `page-lock` with the thesis' single EXCLUSIVE range from page 1 to
+    /// the last page a commit writes, kept to measure what it costs.
+    PageLockRange,
 }
 
 impl Protocol {
+    /// Every protocol, in the order their names are listed.
+    pub const ALL: &'static [Protocol] = &[
+        Protocol::Sqlite,
+        Protocol::BeginConcurrent,
+        Protocol::PageLock,
+        Protocol::PageLockRange,
+    ];
+
     /// Canonical name.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Sqlite => "sqlite",
+            Protocol::BeginConcurrent => "begin-concurrent",
+            Protocol::PageLock => "page-lock",
+            Protocol::PageLockRange => "page-lock-range",
         }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.to_ascii_lowercase().replace('_', "-");
+        Protocol::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Protocol::ALL.iter().map(|p| p.name()).collect();
+                Error::InvalidArgument(format!(
+                    "unknown concurrency protocol {s:?} (known: {})",
+                    names.join(", ")
+                ))
+            })
     }
 }
 
@@ -46,23 +98,116 @@ pub enum Locking {
     Wal,
 }
 
-/// The lock manager for a protocol over a mode's lock tables.
-pub fn lock_manager(protocol: Protocol, locking: Locking) -> std::sync::Arc<dyn LockManager> {
+/// The lock manager for a protocol over a mode's lock tables, waiting up
+/// to `busy_timeout` for a lock. A protocol that needs lock tables the
+/// mode does not have (BEGIN CONCURRENT needs readers that see snapshots,
+/// i.e. a log) is refused.
+pub fn lock_manager(
+    protocol: Protocol,
+    locking: Locking,
+    busy_timeout: Duration,
+) -> Result<Arc<dyn LockManager>> {
+    use pagelock::{Granularity, PageLocks};
+    // Readers of the rollback modes read the file a commit changes in
+    // place: they lock the pages they read.
+    let readers = locking == Locking::Rollback;
     match (protocol, locking) {
-        (Protocol::Sqlite, Locking::Rollback) => std::sync::Arc::new(SqliteLocks::new()),
-        (Protocol::Sqlite, Locking::Wal) => std::sync::Arc::new(wal::WalLocks::new()),
+        (Protocol::Sqlite, Locking::Rollback) => Ok(Arc::new(SqliteLocks::new())),
+        (Protocol::Sqlite, Locking::Wal) => Ok(Arc::new(wal::WalLocks::new())),
+        (Protocol::BeginConcurrent, Locking::Wal) => {
+            Ok(Arc::new(optimistic::BeginConcurrent::new()))
+        }
+        (Protocol::PageLock, _) => Ok(Arc::new(PageLocks::new(
+            Granularity::Pages,
+            readers,
+            busy_timeout,
+        ))),
+        (Protocol::PageLockRange, _) => Ok(Arc::new(PageLocks::new(
+            Granularity::Range,
+            readers,
+            busy_timeout,
+        ))),
+        (p, l) => Err(Error::Unsupported(format!(
+            "concurrency protocol {p} needs other lock tables than {l:?}"
+        ))),
     }
+}
+
+/// Transaction ids: unique per write transaction (and per read
+/// transaction that takes page locks) in the process.
+static NEXT_TXN_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh transaction id.
+pub fn next_txn_id() -> u64 {
+    NEXT_TXN_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A write transaction's identity, handed out by the concurrency layer
 /// (pager invariant P5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Txn {
+    /// Unique per transaction in the process: the owner in lock tables.
+    pub id: u64,
     /// TID: the FCC the transaction commits as. DHL and IPS stamp pages
-    /// with it; the header's FCC becomes it at commit.
+    /// with it; the header's FCC becomes it at commit. A protocol that
+    /// orders transactions at commit (BEGIN CONCURRENT) hands out a
+    /// provisional one here and the real one from
+    /// [`LockManager::commit_turn`]; 2VTO's is its `ts_commit`.
     pub tid: Tid,
     /// The last commit the transaction sees (its start timestamp).
     pub snapshot: Tid,
+}
+
+/// What a protocol needs from the pager, read once at open: the pager
+/// skips every hook a protocol does not ask for, so the one-writer
+/// protocols cost nothing per page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Profile {
+    /// Several write transactions may be open at once: page 1 is merged
+    /// at commit, pages come from the shared allocator, the free list is
+    /// kept in memory, and transactions do not spill.
+    pub multi_writer: bool,
+    /// Write transactions read the committed state as of their snapshot
+    /// (and register it, so a checkpoint keeps it), instead of the newest.
+    pub snapshot_reads: bool,
+    /// The pager records every committed page a write transaction reads
+    /// and hands the set to [`LockManager::commit_turn`].
+    pub track_reads: bool,
+    /// Call [`LockManager::before_read`] and [`LockManager::before_write`].
+    pub page_hooks: bool,
+    /// Read transactions lock the pages they read
+    /// ([`LockManager::reader_page`], [`LockManager::end_reader`]).
+    pub reader_locks: bool,
+}
+
+/// What [`LockManager::commit_turn`] may inspect. It runs under the
+/// pager's commit lock, so nothing in it changes while it runs.
+pub struct CommitCheck<'a> {
+    /// Committed pages the transaction read, sorted (empty unless the
+    /// protocol's [`Profile::track_reads`]).
+    pub reads: &'a [Pgno],
+    /// Pages the transaction wrote or freed, sorted; pages it allocated
+    /// fresh (no other transaction can have them) are left out.
+    pub writes: &'a [Pgno],
+    /// The newest committed TID (the header's FCC).
+    pub committed: Tid,
+    /// The TID of the last commit that wrote or freed a page in this
+    /// session (0: none since the database was opened, so older than any
+    /// snapshot).
+    pub last_commit: &'a dyn Fn(Pgno) -> Tid,
+    /// The table a page was reached through, when known.
+    pub table_of: &'a dyn Fn(Pgno) -> Option<String>,
+}
+
+impl CommitCheck<'_> {
+    /// The conflict error for `page`.
+    pub fn conflict(&self, page: Pgno, what: String) -> Error {
+        Error::Conflict {
+            page,
+            table: (self.table_of)(page),
+            what,
+        }
+    }
 }
 
 /// A concurrency-control protocol.
@@ -73,41 +218,111 @@ pub struct Txn {
 /// CONCURRENT's read and write sets, 2VTO) plug in without changing the
 /// pager. The hooks run before the page is used; an error aborts the
 /// operation with that error (a conflict, a busy lock).
+///
+/// The life of a write transaction: `begin_write`, `begin_txn`, the page
+/// hooks, then at commit `lock_for_write` and `before_commit` (both
+/// outside the pager's commit lock: they may wait), `commit_turn` (under
+/// it), `end_txn`, `end_write`. A rollback calls `end_txn(txn, None)` and
+/// `end_write`.
+///
+/// The file-level lock moments default to taking no lock: protocols that
+/// lock pages instead (or nothing) implement only what they need.
 pub trait LockManager: Send + Sync {
     /// Start a read transaction (SQLite: take SHARED).
-    fn begin_read(&self, timeout: Duration) -> Result<()>;
+    fn begin_read(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        Ok(())
+    }
     /// End a read transaction.
-    fn end_read(&self);
+    fn end_read(&self) {}
     /// Start a write transaction (SQLite: take RESERVED).
-    fn begin_write(&self, timeout: Duration) -> Result<()>;
+    fn begin_write(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        Ok(())
+    }
     /// The writer is about to change the database file: wait until no
     /// reader can observe it (SQLite: PENDING, then EXCLUSIVE). Idempotent
     /// within one write transaction.
-    fn lock_exclusive(&self, timeout: Duration) -> Result<()>;
+    fn lock_exclusive(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        Ok(())
+    }
     /// End a write transaction, dropping RESERVED/EXCLUSIVE.
-    fn end_write(&self);
+    fn end_write(&self) {}
+
+    /// What the protocol needs from the pager (default: nothing; one
+    /// writer at a time).
+    fn profile(&self) -> Profile {
+        Profile::default()
+    }
 
     /// The identity of a write transaction starting on top of commit
     /// `committed`. With one writer at a time, the next TID.
     fn begin_txn(&self, committed: Tid) -> Txn {
         Txn {
+            id: next_txn_id(),
             tid: committed + 1,
             snapshot: committed,
         }
     }
 
     /// A write transaction is about to read committed page `pgno` (not one
-    /// of its own dirty pages).
-    fn before_read(&self, txn: &Txn, pgno: Pgno) -> Result<()> {
-        let _ = (txn, pgno);
+    /// of its own dirty pages), last written by commit `page_tid` (see
+    /// [`CommitCheck::last_commit`]). Only with [`Profile::page_hooks`].
+    fn before_read(&self, txn: &Txn, pgno: Pgno, page_tid: Tid) -> Result<()> {
+        let _ = (txn, pgno, page_tid);
         Ok(())
     }
 
     /// A write transaction is about to write (or free) `pgno` for the
-    /// first time.
-    fn before_write(&self, txn: &Txn, pgno: Pgno) -> Result<()> {
-        let _ = (txn, pgno);
+    /// first time. Only with [`Profile::page_hooks`].
+    fn before_write(&self, txn: &Txn, pgno: Pgno, page_tid: Tid) -> Result<()> {
+        let _ = (txn, pgno, page_tid);
         Ok(())
+    }
+
+    /// Read transaction `reader` is about to read `pgno`. Only with
+    /// [`Profile::reader_locks`].
+    fn reader_page(&self, reader: u64, pgno: Pgno, timeout: Duration) -> Result<()> {
+        let _ = (reader, pgno, timeout);
+        Ok(())
+    }
+
+    /// Read transaction `reader` ended: drop its page locks. Only with
+    /// [`Profile::reader_locks`].
+    fn end_reader(&self, reader: u64) {
+        let _ = reader;
+    }
+
+    /// Before a spill or commit writes `pages` (sorted, page 1 left out):
+    /// lock them against readers. Called outside the pager's commit lock.
+    /// Default: [`LockManager::lock_exclusive`].
+    fn lock_for_write(&self, txn: &Txn, pages: &[Pgno], timeout: Duration) -> Result<()> {
+        let _ = (txn, pages);
+        self.lock_exclusive(timeout)
+    }
+
+    /// The transaction wants to commit: wait for its turn if the protocol
+    /// orders commits (2VTO). Called outside the pager's commit lock, so
+    /// predecessors can commit meanwhile. Default: go.
+    fn before_commit(&self, txn: &Txn, timeout: Duration) -> Result<()> {
+        let _ = (txn, timeout);
+        Ok(())
+    }
+
+    /// Under the pager's commit lock: validate the transaction (an error
+    /// aborts it) and return the TID it commits as, greater than
+    /// `check.committed`. Default: the TID [`LockManager::begin_txn`]
+    /// handed out.
+    fn commit_turn(&self, txn: &Txn, check: &CommitCheck<'_>) -> Result<Tid> {
+        let _ = check;
+        Ok(txn.tid)
+    }
+
+    /// The transaction is over: committed as `committed` (durable and
+    /// installed for readers) or rolled back (`None`).
+    fn end_txn(&self, txn: &Txn, committed: Option<Tid>) {
+        let _ = (txn, committed);
     }
 }
 

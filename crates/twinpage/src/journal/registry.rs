@@ -141,6 +141,23 @@ const SYNC_BY_LEVEL: [Durability; 4] = [NoGuarantee, Atomic, Durable, Durable];
 
 const ONE_WRITER: &[Protocol] = &[Protocol::Sqlite];
 
+/// The modes that write pages in place with undo (or none) and no page
+/// versions of their own: page locks keep readers off a committing
+/// writer's pages.
+const PAGE_LOCKS: &[Protocol] = &[
+    Protocol::Sqlite,
+    Protocol::PageLock,
+    Protocol::PageLockRange,
+];
+
+/// WAL's: readers see snapshots, so optimistic writers can run too.
+const WAL_PROTOCOLS: &[Protocol] = &[
+    Protocol::Sqlite,
+    Protocol::BeginConcurrent,
+    Protocol::PageLock,
+    Protocol::PageLockRange,
+];
+
 /// A hot rollback journal (`-journal`).
 pub static ROLLBACK_JOURNAL: Leftover = Leftover {
     what: "rollback journal (-journal)",
@@ -239,6 +256,7 @@ pub static REGISTRY: &[ModeSpec] = &[
             )))
         },
         durability: [NoGuarantee; 4],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -251,6 +269,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         // journal, so the last commit may be rolled back; EXTRA does.
         durability: [NoGuarantee, Atomic, Atomic, Durable],
         leftovers: &[&ROLLBACK_JOURNAL],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -260,6 +279,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "SQLite journal_mode=TRUNCATE",
         make_journal: |s, f, o| rollback(RollbackKind::Truncate, JournalMode::Truncate, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -269,6 +289,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "SQLite journal_mode=PERSIST",
         make_journal: |s, f, o| rollback(RollbackKind::Persist, JournalMode::Persist, s, f, o),
         leftovers: &[&ROLLBACK_JOURNAL],
+        protocols: PAGE_LOCKS,
         ..SLOTTED
     },
     ModeSpec {
@@ -284,6 +305,7 @@ pub static REGISTRY: &[ModeSpec] = &[
             )))
         },
         locking: Locking::Wal,
+        protocols: WAL_PROTOCOLS,
         leftovers: &[&WAL_LOG],
         ..SLOTTED
     },

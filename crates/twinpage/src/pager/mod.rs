@@ -29,9 +29,12 @@
 //! - **P5** Every write transaction's identity (TID, snapshot) comes from
 //!   the concurrency layer ([`LockManager::begin_txn`]); the pager never
 //!   derives one.
-//! - **P6** The pager is in exactly one [`PagerState`]; a transition not in
-//!   [`PagerState::allows`] is an engine bug and returns
-//!   [`Error::Internal`] instead of acting.
+//! - **P6** The pager is in exactly one [`PagerState`] and each write
+//!   transaction in one [`TxnPhase`]; a transition not in
+//!   [`PagerState::allows`] or [`TxnPhase::allows`] is an engine bug and
+//!   returns [`Error::Internal`] instead of acting. Only a multi-writer
+//!   protocol ([`cc::Profile::multi_writer`]) has more than one write
+//!   transaction at a time.
 //! - **P7** After a failed undo of storage (a sync or write that cannot be
 //!   taken back) the pager is in [`PagerState::Error`] until reopen: every
 //!   later operation fails with [`Error::Poisoned`].
@@ -41,11 +44,22 @@
 //!   snapshot older than T is open (in-memory free list): formats that
 //!   keep old versions inside the page (MVBT) let such a reader descend
 //!   into it. Modes whose commits wait for readers never hold a page.
+//! - **P10** With several writers, page 1 is no transaction's page: its
+//!   fields (FCC, page count, free-list count) are merged at commit, under
+//!   the commit lock, from the committed header and the shared allocator
+//!   (`alloc.rs`, A1-A3); the catalog root never moves. So two writers that
+//!   touch different pages never conflict on the header.
+//! - **P11** `page_tid` is set for every page a commit writes or frees
+//!   before the next commit is validated (both happen under the commit
+//!   lock), so a protocol's [`cc::CommitCheck::last_commit`] never misses
+//!   a commit.
 
+mod alloc;
 mod cache;
 mod freelist;
 mod spare;
 
+use alloc::Alloc;
 use spare::Spare;
 
 pub use cache::{CachedPage, PageCache, ShardedCache};
@@ -54,7 +68,7 @@ use crate::base::header::{seal_page1, verify_page1};
 use crate::base::pgmap::{PgnoMap, PgnoSet};
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result, Tid, BYTEWISE};
-use crate::cc::{self, LockManager, Txn};
+use crate::cc::{self, CommitCheck, LockManager, Profile, Protocol, Txn};
 use crate::journal::{
     registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, FreeListPolicy, Journal,
     ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
@@ -93,6 +107,9 @@ pub struct PagerConfig {
     pub mode_opts: ModeOptions,
     /// Page checksums for a new database (an existing one keeps its own).
     pub page_checksums: bool,
+    /// Concurrency protocol (`None`: the mode's default, the first its
+    /// registry entry allows).
+    pub protocol: Option<Protocol>,
 }
 
 struct Shared {
@@ -116,13 +133,9 @@ struct Shared {
 pub enum PagerState {
     /// No write transaction.
     Idle,
-    /// A write transaction holds private pages; storage is untouched.
-    WriterActive,
-    /// The write transaction has spilled pages to storage (through the
-    /// journal, which can undo them).
-    Spilled,
-    /// The journal is making a commit durable.
-    Committing,
+    /// At least one write transaction is open (each in its own
+    /// [`TxnPhase`]).
+    Writing,
     /// A failed undo left storage in a state only recovery at the next
     /// open can repair (P7).
     Error,
@@ -137,13 +150,44 @@ impl PagerState {
         match (self, to) {
             (Error | Closed, _) => false,
             (_, Error) => true,
-            (Idle, WriterActive | Closed) => true,
-            (WriterActive, Spilled | Committing | Idle) => true,
-            (Spilled, Spilled | Committing | Idle) => true,
-            (Committing, Idle) => true,
+            (Idle, Writing | Closed) | (Writing, Idle | Writing) => true,
             _ => false,
         }
     }
+}
+
+/// The phases of one write transaction (P6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnPhase {
+    /// It holds private pages; storage is untouched.
+    Active,
+    /// It has spilled pages to storage (through the journal, which can
+    /// undo them).
+    Spilled,
+    /// The journal is making its commit durable.
+    Committing,
+    /// Committed or rolled back.
+    Done,
+}
+
+impl TxnPhase {
+    /// Whether a transaction may go from `self` to `to`.
+    pub fn allows(self, to: TxnPhase) -> bool {
+        use TxnPhase::*;
+        match (self, to) {
+            (Done, _) => false,
+            (_, Done) => true,
+            (Active | Spilled, Spilled | Committing) => true,
+            _ => false,
+        }
+    }
+}
+
+/// The pager's state, why it failed, and how many writers are open.
+struct StateBox {
+    state: PagerState,
+    why: Option<String>,
+    writers: usize,
 }
 
 /// The pager of one open database.
@@ -172,9 +216,16 @@ pub struct Pager {
     /// The emptied collections of the last write transaction, reused by
     /// the next (no allocation per transaction for them once grown).
     spare: Mutex<Spare>,
-    /// The state (P6) and, in [`PagerState::Error`], why.
-    state: Mutex<(PagerState, Option<String>)>,
+    /// The state (P6), in [`PagerState::Error`] why, and the open writers.
+    state: Mutex<StateBox>,
     locks: Arc<dyn LockManager>,
+    /// What the protocol needs (read once: the hooks it does not want are
+    /// never called).
+    profile: Profile,
+    /// The protocol's name.
+    protocol: Protocol,
+    /// The shared allocator of multi-writer sessions (P10).
+    alloc: Mutex<Alloc>,
     cfg: PagerConfig,
     /// What recovery did at open.
     pub recovery: Recovery,
@@ -197,6 +248,20 @@ impl Pager {
             )));
         }
         let spec = cfg.spec;
+        let protocol = match cfg.protocol {
+            None => spec.protocols[0],
+            Some(p) if spec.protocols.contains(&p) => p,
+            Some(p) => {
+                let allowed: Vec<&str> = spec.protocols.iter().map(|p| p.name()).collect();
+                return Err(Error::Unsupported(format!(
+                    "journal mode {} does not run with concurrency protocol {p} (it allows: {})",
+                    spec.name,
+                    allowed.join(", ")
+                )));
+            }
+        };
+        let locks = cc::lock_manager(protocol, spec.locking, cfg.busy_timeout)?;
+        let profile = locks.profile();
         let journal = (spec.make_journal)(cfg.sync, cfg.faults, &cfg.mode_opts)?;
         let leftovers = registry::foreign_leftovers(spec);
         let pre = PreOpenCtx {
@@ -295,7 +360,13 @@ impl Pager {
         }
         let opened_after_crash = !fresh && !header.clean_close;
         let cache_pages = (cfg.cache_pages).max(16);
-        let volatile = spec.free_list == FreeListPolicy::Volatile;
+        // Several writers cannot share trunk pages: their sessions keep the
+        // free list in memory (P10).
+        let volatile = spec.free_list == FreeListPolicy::Volatile || profile.multi_writer;
+        let (count, trunks_missing) = (
+            header.page_count,
+            header.freelist_head == 0 && header.freelist_count > 0,
+        );
         let pager = Pager {
             db: DbFile::new(vfs, path.to_path_buf(), file, ps),
             format,
@@ -312,20 +383,43 @@ impl Pager {
             journal,
             commit_lock: Mutex::new(()),
             spare: Mutex::new(Spare::default()),
-            state: Mutex::new((PagerState::Idle, None)),
-            locks: cc::lock_manager(spec.protocols[0], spec.locking),
+            state: Mutex::new(StateBox {
+                state: PagerState::Idle,
+                why: None,
+                writers: 0,
+            }),
+            locks,
+            profile,
+            protocol,
+            alloc: Mutex::new(Alloc::new(count, &[])),
             cfg: PagerConfig { cache_pages, ..cfg },
             recovery,
             opened_after_crash,
         };
-        if volatile {
-            if let Err(e) = pager.load_free_list() {
-                // No session began: dropping the pager must not close it
-                // cleanly, which would record an empty free list as the
-                // truth (found by I/O errors during recovery).
-                pager.poison(format!("open failed: {e}"));
-                return Err(e);
-            }
+        let loaded = if volatile {
+            pager.load_free_list()
+        } else if trunks_missing && !pager.cfg.read_only {
+            // The last session kept its free list in memory and did not
+            // close (a crash of a multi-writer or in-page session): walk
+            // the trees and write the list to trunk pages, as this mode
+            // keeps it.
+            pager
+                .load_free_list()
+                .and_then(|()| pager.persist_free_list(false))
+        } else {
+            Ok(())
+        };
+        if let Err(e) = loaded {
+            // No session began: dropping the pager must not close it
+            // cleanly, which would record an empty free list as the
+            // truth (found by I/O errors during recovery).
+            pager.poison(format!("open failed: {e}"));
+            return Err(e);
+        }
+        if profile.multi_writer {
+            let mut sh = pager.shared.lock();
+            let free = sh.free.take().unwrap_or_default();
+            *pager.alloc.lock() = Alloc::new(sh.header.page_count, &free);
         }
         Ok(pager)
     }
@@ -399,6 +493,7 @@ impl Pager {
             let view = ReadPages {
                 pager: self,
                 snap: h,
+                reader: 0,
             };
             match crate::btree::walk::reachable(&view, &h) {
                 Ok(used) => {
@@ -625,11 +720,11 @@ impl Pager {
 
     fn check_poison(&self) -> Result<()> {
         let st = self.state.lock();
-        match st.0 {
+        match st.state {
             PagerState::Error => Err(Error::Poisoned(format!(
                 "{}: an earlier failure left the database needing recovery; reopen it ({})",
                 self.file_name(),
-                st.1.as_deref().unwrap_or("unknown")
+                st.why.as_deref().unwrap_or("unknown")
             ))),
             PagerState::Closed => Err(Error::Closed(self.file_name())),
             _ => Ok(()),
@@ -638,16 +733,21 @@ impl Pager {
 
     /// The current state.
     pub fn state(&self) -> PagerState {
-        self.state.lock().0
+        self.state.lock().state
     }
 
-    /// Move to `to` (P6).
+    /// The concurrency protocol the database runs with.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// Move the pager to `to` (P6).
     fn transition(&self, to: PagerState) -> Result<()> {
         let mut st = self.state.lock();
-        if st.0 == to && to != PagerState::Spilled {
+        if st.state == to {
             return Ok(());
         }
-        if !st.0.allows(to) {
+        if !st.state.allows(to) {
             drop(st);
             self.check_poison()?;
             return Err(Error::Internal(format!(
@@ -656,15 +756,47 @@ impl Pager {
                 self.state()
             )));
         }
-        st.0 = to;
+        st.state = to;
         Ok(())
+    }
+
+    /// A write transaction opens (P6): one at a time unless the protocol
+    /// runs several.
+    fn enter_writer(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        match st.state {
+            PagerState::Error | PagerState::Closed => {
+                drop(st);
+                return self.check_poison();
+            }
+            PagerState::Writing if !self.profile.multi_writer => {
+                return Err(Error::Internal(format!(
+                    "{}: a second write transaction under a one-writer protocol",
+                    self.file_name()
+                )));
+            }
+            _ => {}
+        }
+        st.writers += 1;
+        st.state = PagerState::Writing;
+        Ok(())
+    }
+
+    /// A write transaction is over (P6).
+    fn leave_writer(&self) {
+        let mut st = self.state.lock();
+        st.writers = st.writers.saturating_sub(1);
+        if st.writers == 0 && st.state == PagerState::Writing {
+            st.state = PagerState::Idle;
+        }
     }
 
     /// Enter [`PagerState::Error`] (P7).
     fn poison(&self, why: String) {
         let mut st = self.state.lock();
-        if st.0 != PagerState::Closed {
-            *st = (PagerState::Error, Some(why));
+        if st.state != PagerState::Closed {
+            st.state = PagerState::Error;
+            st.why = Some(why);
         }
     }
 
@@ -826,6 +958,14 @@ impl Pager {
         }
     }
 
+    /// A read transaction that locked pages ([`ReadPages::reader`]) ended:
+    /// drop its locks.
+    pub fn end_reader(&self, reader: u64) {
+        if reader != 0 {
+            self.locks.end_reader(reader);
+        }
+    }
+
     /// Snapshot of the oldest open reader (`u64::MAX` if none).
     pub fn oldest_snapshot(&self) -> Tid {
         self.shared
@@ -869,7 +1009,7 @@ impl Pager {
                 self.file_name()
             )));
         }
-        self.transition(PagerState::WriterActive)?;
+        self.enter_writer()?;
         let (header, free, held) = {
             let mut sh = self.shared.lock();
             let oldest = sh.readers.keys().next().copied().unwrap_or(Tid::MAX);
@@ -882,13 +1022,20 @@ impl Pager {
                     .filter(|p| !held.contains(p))
                     .collect::<Vec<_>>()
             });
-            (sh.header, free, held)
+            let h = sh.header;
+            if self.profile.snapshot_reads {
+                // The writer reads this snapshot: a checkpoint keeps it.
+                *sh.readers.entry(h.fcc).or_insert(0) += 1;
+            }
+            (h, free, held)
         };
         let sp = self.txn_scratch();
         Ok(WriteState {
             txn: self.locks.begin_txn(header.fcc),
+            snap: header,
             orig_header: header,
             header,
+            phase: TxnPhase::Active,
             dirty: sp.dirty,
             spilled: sp.spilled,
             freed: sp.freed,
@@ -899,7 +1046,59 @@ impl Pager {
             pgnos: sp.pgnos,
             pages: sp.pages,
             changed: sp.changed,
+            reads: Mutex::new(ReadSet {
+                table: NO_TABLE,
+                ..ReadSet::default()
+            }),
         })
+    }
+
+    /// Move a transaction to `to` (P6).
+    fn phase(&self, st: &mut WriteState, to: TxnPhase) -> Result<()> {
+        if st.phase == to && to != TxnPhase::Spilled {
+            return Ok(());
+        }
+        if !st.phase.allows(to) {
+            self.check_poison()?;
+            return Err(Error::Internal(format!(
+                "{}: transaction phase {:?} cannot become {to:?}",
+                self.file_name(),
+                st.phase
+            )));
+        }
+        st.phase = to;
+        Ok(())
+    }
+
+    /// The transaction is over: return what it reserved, unregister its
+    /// snapshot, tell the protocol, and count it out (P6).
+    fn end_txn(&self, st: &mut WriteState, committed: Option<Tid>) {
+        if st.phase == TxnPhase::Done {
+            return;
+        }
+        st.phase = TxnPhase::Done;
+        if self.profile.multi_writer {
+            if committed.is_none() {
+                let pages = st.allocated.iter().copied();
+                self.alloc.lock().release(st.txn.id, pages);
+            }
+            if self.profile.snapshot_reads {
+                self.end_read(&st.snap);
+            }
+            self.locks.end_txn(&st.txn, committed);
+        }
+        self.leave_writer();
+    }
+
+    /// TID of the last commit that wrote or freed `pgno` this session (0:
+    /// none) (P11).
+    fn page_tid(&self, pgno: Pgno) -> Tid {
+        self.cache
+            .read(pgno)
+            .page_tid
+            .get(&pgno)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The image a format encodes over: the page as it is on storage for
@@ -989,7 +1188,7 @@ impl Pager {
     fn spill(&self, st: &mut WriteState) -> Result<()> {
         self.take_exclusive(st)?;
         let _g = self.commit_lock.lock();
-        self.transition(PagerState::Spilled)?;
+        self.phase(st, TxnPhase::Spilled)?;
         let tid = st.txn.tid;
         let mut pgnos: Vec<Pgno> = st.dirty.keys().copied().collect();
         pgnos.sort_unstable();
@@ -1025,7 +1224,12 @@ impl Pager {
     fn write_commit(&self, st: &mut WriteState) -> Result<()> {
         self.take_exclusive(st)?;
         let _g = self.commit_lock.lock();
-        self.transition(PagerState::Committing)?;
+        self.write_commit_locked(st)
+    }
+
+    /// [`Pager::write_commit`] with the commit lock held.
+    fn write_commit_locked(&self, st: &mut WriteState) -> Result<()> {
+        self.phase(st, TxnPhase::Committing)?;
         let tid = st.txn.tid;
         let mut pgnos = std::mem::take(&mut st.pgnos);
         pgnos.clear();
@@ -1094,6 +1298,11 @@ impl Pager {
             sh.cache.remove(p);
             sh.page_tid.insert(p, tid);
         }
+        for &p in &free {
+            // Freed (or filled with zeros): its old image stays cached for
+            // older snapshots, but the commit changed it (P11).
+            self.cache.write(p).page_tid.insert(p, tid);
+        }
         for img in pages.drain(..) {
             let node = match st.dirty.get(&img.pgno) {
                 Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => Some(n.clone()),
@@ -1133,7 +1342,6 @@ impl Pager {
             }
         }
         drop(sh);
-        self.transition(PagerState::Idle)?;
         // Readers that start from now on see this commit, so the oldest
         // snapshot is final. The commit is durable: a failed maintenance
         // step is the mode's to retry, not the transaction's error.
@@ -1144,14 +1352,56 @@ impl Pager {
     /// Undo storage effects of a failed commit or a spilled transaction.
     fn undo_storage(&self, st: &WriteState) {
         let _g = self.commit_lock.lock();
-        match self.journal.rollback(&self.db, st.orig_header.page_count) {
-            // Cached committed pages are still right (P1); pages past the
-            // original end are not cached.
-            Ok(()) => {
-                let _ = self.transition(PagerState::Idle);
-            }
-            Err(e) => self.poison(e.to_string()),
+        // Cached committed pages are still right (P1); pages past the
+        // original end are not cached.
+        if let Err(e) = self.journal.rollback(&self.db, st.orig_header.page_count) {
+            self.poison(e.to_string());
         }
+    }
+
+    /// One small transaction through the journal that writes an in-memory
+    /// free list to trunk pages (they are all free, so overwriting them is
+    /// safe) and commits the header: at a clean close (`clean`), or after
+    /// a crash of a session that kept its list in memory when this mode
+    /// keeps it in trunks.
+    fn persist_free_list(&self, clean: bool) -> Result<()> {
+        self.locks.begin_write(self.cfg.busy_timeout)?;
+        let r = self.begin_write().and_then(|st| {
+            let mut wp = WritePages { pager: self, st };
+            if self.profile.multi_writer {
+                // No other writer is open (closing, or opening).
+                wp.st.free = Some(self.alloc.lock().committed_free());
+            }
+            let r = freelist::persist(&mut wp).and_then(|()| {
+                let st = &mut wp.st;
+                st.header.fcc = st.txn.tid;
+                st.header.clean_close = clean;
+                self.write_commit(st)
+            });
+            let tid = wp.st.txn.tid;
+            match &r {
+                Ok(()) => self.end_txn(&mut wp.st, Some(tid)),
+                Err(_) => {
+                    self.undo_storage(&wp.st);
+                    self.end_txn(&mut wp.st, None);
+                }
+            }
+            r
+        });
+        self.locks.end_write();
+        if r.is_ok() && self.cfg.spec.free_list == FreeListPolicy::Trunks {
+            self.shared.lock().free = None;
+        }
+        r
+    }
+
+    /// The committed free list when it is kept in memory (`None`: in
+    /// trunk pages).
+    fn committed_free_list(&self) -> Option<Vec<Pgno>> {
+        if self.profile.multi_writer {
+            return Some(self.alloc.lock().committed_free());
+        }
+        self.shared.lock().free.clone()
     }
 
     /// Mark the database cleanly closed (one small transaction through the
@@ -1166,24 +1416,7 @@ impl Pager {
         self.check_poison()?;
         let h = self.header();
         if !self.cfg.read_only && (!h.clean_close || self.journal.session_dirty()) {
-            self.locks.begin_write(self.cfg.busy_timeout)?;
-            let r = self.begin_write().and_then(|st| {
-                let mut wp = WritePages { pager: self, st };
-                // An in-memory free list goes to trunk pages now: they are
-                // all free, so overwriting them is safe.
-                let r = freelist::persist(&mut wp).and_then(|()| {
-                    let st = &mut wp.st;
-                    st.header.fcc = st.txn.tid;
-                    st.header.clean_close = true;
-                    self.write_commit(st)
-                });
-                if r.is_err() {
-                    self.undo_storage(&wp.st);
-                }
-                r
-            });
-            self.locks.end_write();
-            r?;
+            self.persist_free_list(true)?;
         }
         if !self.cfg.read_only {
             self.journal.close(&self.db)?;
@@ -1301,9 +1534,14 @@ impl Dirty {
 pub struct WriteState {
     /// Identity from the concurrency layer (P5).
     pub txn: Txn,
+    /// The committed header the transaction began on (its snapshot).
+    snap: Header,
+    /// The committed header its commit goes on top of: `snap`, or, with
+    /// several writers, the newest at commit (P10).
     orig_header: Header,
     /// Working header (page count, free list, catalog root).
     pub header: Header,
+    phase: TxnPhase,
     dirty: PgnoMap<Dirty>,
     spilled: PgnoSet,
     freed: Vec<Pgno>,
@@ -1320,7 +1558,25 @@ pub struct WriteState {
     /// Per dirty tree page, the one leaf cell in which it differs from
     /// its committed image (`PageWrite::note_change`), or [`CHANGED_MORE`].
     changed: PgnoMap<usize>,
+    /// Committed pages read, when the protocol tracks reads or names
+    /// conflicts. Behind a mutex because reads take `&self`.
+    reads: Mutex<ReadSet>,
 }
+
+/// The committed pages a write transaction read, each with the table it
+/// was reached through.
+#[derive(Default)]
+struct ReadSet {
+    /// Page -> index into `tables` ([`NO_TABLE`]: the catalog).
+    pages: PgnoMap<u32>,
+    /// Tables named by the transaction's operations.
+    tables: Vec<Arc<str>>,
+    /// The table the current operation works on.
+    table: u32,
+}
+
+/// The catalog (no user table).
+const NO_TABLE: u32 = u32::MAX;
 
 /// A page the transaction changed in more than one cell or step.
 const CHANGED_MORE: usize = usize::MAX;
@@ -1334,6 +1590,13 @@ impl WriteState {
     /// True if the transaction has spilled pages to the database file.
     pub fn has_spilled(&self) -> bool {
         !self.spilled.is_empty()
+    }
+
+    /// The table a page was reached through, when known.
+    fn table_of(&self, pgno: Pgno) -> Option<String> {
+        let r = self.reads.lock();
+        let i = *r.pages.get(&pgno)?;
+        r.tables.get(i as usize).map(|t| t.to_string())
     }
 
     /// True if the transaction changed nothing.
@@ -1358,6 +1621,13 @@ pub struct WritePages<R: Deref<Target = Pager> = Arc<Pager>> {
 
 impl<R: Deref<Target = Pager>> Drop for WritePages<R> {
     fn drop(&mut self) {
+        if self.st.phase != TxnPhase::Done {
+            // Neither committed nor rolled back (an early error return).
+            if self.st.exclusive {
+                self.pager.undo_storage(&self.st);
+            }
+            self.pager.end_txn(&mut self.st, None);
+        }
         self.pager.keep_spare(&mut self.st);
     }
 }
@@ -1365,17 +1635,71 @@ impl<R: Deref<Target = Pager>> Drop for WritePages<R> {
 impl<R: Deref<Target = Pager>> WritePages<R> {
     fn check_range(&self, pgno: Pgno) -> Result<()> {
         if pgno == 0 || pgno > self.st.header.page_count {
-            return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
+            // A writer that reads the newest state may reach pages that
+            // commits after its start added.
+            let newest = match self.pager.profile {
+                Profile {
+                    multi_writer: true,
+                    snapshot_reads: false,
+                    ..
+                } => self.pager.header().page_count,
+                _ => 0,
+            };
+            if pgno == 0 || pgno > newest {
+                return Err(self.pager.out_of_range(pgno, self.st.header.page_count));
+            }
         }
         Ok(())
     }
 
     /// The per-page hook before this transaction first writes `pgno`.
     fn first_write(&self, pgno: Pgno) -> Result<()> {
-        if self.st.dirty.contains_key(&pgno) {
+        if !self.pager.profile.page_hooks || self.st.dirty.contains_key(&pgno) {
             return Ok(());
         }
-        self.pager.locks.before_write(&self.st.txn, pgno)
+        let tid = self.pager.page_tid(pgno);
+        self.pager.locks.before_write(&self.st.txn, pgno, tid)
+    }
+
+    /// Before this transaction reads committed page `pgno`: the
+    /// protocol's hook and read set, if it wants them.
+    fn note_read(&self, pgno: Pgno) -> Result<()> {
+        let prof = self.pager.profile;
+        if prof.page_hooks {
+            let tid = self.pager.page_tid(pgno);
+            self.pager.locks.before_read(&self.st.txn, pgno, tid)?;
+        }
+        if prof.track_reads {
+            let mut r = self.st.reads.lock();
+            let t = r.table;
+            r.pages.entry(pgno).or_insert(t);
+        }
+        Ok(())
+    }
+
+    /// The committed state this transaction reads: its snapshot, or the
+    /// newest (`None`).
+    fn read_point(&self) -> Option<&Header> {
+        self.pager.profile.snapshot_reads.then_some(&self.st.snap)
+    }
+
+    /// Name the table the next operations work on (`None`: the catalog),
+    /// so that a conflict can say which table its page belongs to.
+    pub fn set_table(&self, name: Option<&str>) {
+        if !self.pager.profile.track_reads {
+            return;
+        }
+        let mut r = self.st.reads.lock();
+        r.table = match name {
+            None => NO_TABLE,
+            Some(n) => match r.tables.iter().position(|t| &**t == n) {
+                Some(i) => i as u32,
+                None => {
+                    r.tables.push(Arc::from(n));
+                    (r.tables.len() - 1) as u32
+                }
+            },
+        };
     }
 
     /// Before `pgno` is put: a page put a second time (or freed) has no
@@ -1389,7 +1713,9 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
     }
 
     fn maybe_spill(&mut self) -> Result<()> {
-        if self.st.dirty.len() > self.pager.cfg.cache_pages {
+        // Several writers keep their pages in memory: a spill would put
+        // one transaction's uncommitted pages where the others read (v1).
+        if self.st.dirty.len() > self.pager.cfg.cache_pages && !self.pager.profile.multi_writer {
             self.pager.spill(&mut self.st)?;
         }
         Ok(())
@@ -1422,13 +1748,13 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
             }
             None => {}
         }
-        self.pager.locks.before_read(&self.st.txn, pgno)?;
+        self.note_read(pgno)?;
         if self.st.spilled.contains(&pgno) {
             let raw = self.pager.read_committed(pgno, self.st.txn.tid)?;
             let ctx = self.pager.decode_ctx(self.st.txn.tid, order);
             return Ok(Arc::new(self.pager.decode_page(pgno, &raw, &ctx)?));
         }
-        self.pager.committed_node(pgno, None, order)
+        self.pager.committed_node(pgno, self.read_point(), order)
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
@@ -1440,13 +1766,13 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
             }
             None => {}
         }
-        self.pager.locks.before_read(&self.st.txn, pgno)?;
+        self.note_read(pgno)?;
         let (raw, fcc) = if self.st.spilled.contains(&pgno) {
             let t = self.st.txn.tid;
             (self.pager.read_committed(pgno, t)?, t)
         } else {
             (
-                self.pager.committed_raw(pgno, None)?,
+                self.pager.committed_raw(pgno, self.read_point())?,
                 self.st.orig_header.fcc,
             )
         };
@@ -1537,7 +1863,22 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     }
 
     fn allocate(&mut self) -> Result<Pgno> {
-        let p = freelist::allocate(self)?;
+        let p = if self.pager.profile.multi_writer {
+            // Reserved in the shared allocator (P10); the page count in
+            // the header is merged at commit.
+            let st = &mut self.st;
+            let mut horizon = st.snap.fcc;
+            if self.pager.format.needs_base() {
+                // Old readers descend into freed pages that keep versions
+                // in the page (P9).
+                horizon = horizon.min(self.pager.oldest_snapshot());
+            }
+            let p = self.pager.alloc.lock().allocate(st.txn.id, horizon)?;
+            st.header.page_count = st.header.page_count.max(p);
+            p
+        } else {
+            freelist::allocate(self)?
+        };
         self.st.allocated.insert(p);
         Ok(p)
     }
@@ -1584,16 +1925,29 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
 impl<R: Deref<Target = Pager>> WritePages<R> {
     /// Commit: return freed pages to the free list, bump the FCC, encode,
     /// journal, install. On failure the transaction is undone on storage
-    /// as far as possible.
+    /// as far as possible. Either way the transaction is over.
     pub fn commit(mut self) -> Result<()> {
+        let r = if self.pager.profile.multi_writer {
+            self.commit_merged()
+        } else {
+            self.commit_alone()
+        };
+        let committed = r.as_ref().ok().copied().flatten();
+        self.pager.end_txn(&mut self.st, committed);
+        r.map(|_| ())
+    }
+
+    /// The one-writer commit: the transaction owns page 1 and the free
+    /// list. Returns the TID committed (`None`: nothing changed).
+    fn commit_alone(&mut self) -> Result<Option<Tid>> {
         self.pager.check_poison()?;
         if self.st.is_clean() {
-            return self.pager.transition(PagerState::Idle);
+            return Ok(None);
         }
         // `st.freed` stays: the commit tells the journal which pages are
         // free in the state it commits.
         let freed = self.st.freed.clone();
-        if let Err(e) = freelist::release(&mut self, &freed) {
+        if let Err(e) = freelist::release(self, &freed) {
             // Releasing may itself spill; undo whatever reached the file.
             if self.st.exclusive {
                 self.pager.undo_storage(&self.st);
@@ -1608,18 +1962,96 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
             self.pager.undo_storage(st);
             return Err(e);
         }
-        Ok(())
+        Ok(Some(st.txn.tid))
+    }
+
+    /// The commit of one of several writers (P10): lock the pages it
+    /// writes and wait for its turn (outside the commit lock), then under
+    /// the commit lock let the protocol validate it and name its TID,
+    /// merge page 1 from the committed header and the allocator, and
+    /// commit as [`Pager::write_commit`] does.
+    fn commit_merged(&mut self) -> Result<Option<Tid>> {
+        let pager = &*self.pager;
+        let st = &mut self.st;
+        pager.check_poison()?;
+        if st.is_clean() {
+            return Ok(None);
+        }
+        let timeout = pager.cfg.busy_timeout;
+        let mut writes = std::mem::take(&mut st.pgnos);
+        writes.clear();
+        writes.extend(st.dirty.keys().copied());
+        writes.extend(st.freed.iter().copied());
+        writes.sort_unstable();
+        writes.dedup();
+        let locked = pager
+            .locks
+            .lock_for_write(&st.txn, &writes, timeout)
+            .and_then(|()| pager.locks.before_commit(&st.txn, timeout));
+        // Pages it allocated are its own (A2): no one else can conflict.
+        writes.retain(|p| !st.allocated.contains(p));
+        let mut reads: Vec<Pgno> = st.reads.lock().pages.keys().copied().collect();
+        reads.sort_unstable();
+        st.pgnos = Vec::new();
+        locked?;
+        let guard = pager.commit_lock.lock();
+        let committed = pager.header();
+        let tid = {
+            let last = |p: Pgno| pager.page_tid(p);
+            let table_of = |p: Pgno| st.table_of(p);
+            let check = CommitCheck {
+                reads: &reads,
+                writes: &writes,
+                committed: committed.fcc,
+                last_commit: &last,
+                table_of: &table_of,
+            };
+            pager.locks.commit_turn(&st.txn, &check)?
+        };
+        if tid <= committed.fcc || (tid != st.txn.tid && pager.format.needs_base()) {
+            // TIDs must grow; a format that stamps pages when they are put
+            // needs the TID from the start.
+            return Err(Error::Internal(format!(
+                "{}: protocol {} gave TID {tid} (begun as {}, committed {})",
+                pager.file_name(),
+                pager.protocol,
+                st.txn.tid,
+                committed.fcc
+            )));
+        }
+        st.txn.tid = tid;
+        let plan = pager.alloc.lock().plan(&st.allocated, &st.freed);
+        st.orig_header = committed;
+        st.header = Header {
+            fcc: tid,
+            page_count: plan.count,
+            freelist_head: 0,
+            freelist_count: plan.free_count,
+            clean_close: false,
+            journal_mode: pager.cfg.spec.code,
+            ..committed
+        };
+        st.pgnos = writes;
+        if let Err(e) = pager.write_commit_locked(st) {
+            drop(guard);
+            pager.undo_storage(st);
+            return Err(e);
+        }
+        let (id, allocated, freed) = (st.txn.id, &st.allocated, &st.freed);
+        pager.alloc.lock().apply(id, tid, &plan, allocated, freed);
+        Ok(Some(tid))
     }
 
     /// Roll back: drop the private pages and undo any spill. A spill that
     /// failed half-way wrote pages it did not record as spilled, so any
     /// transaction that reached the journal is undone.
-    pub fn rollback(self) -> Result<()> {
-        if self.st.exclusive {
+    pub fn rollback(mut self) -> Result<()> {
+        let undone = self.st.exclusive;
+        if undone {
             self.pager.undo_storage(&self.st);
-            return self.pager.check_poison();
         }
-        self.pager.transition(PagerState::Idle)
+        self.pager.end_txn(&mut self.st, None);
+        self.pager.check_poison()
     }
 }
 
@@ -1630,6 +2062,40 @@ pub struct ReadPages<R: Deref<Target = Pager> = Arc<Pager>> {
     pub pager: R,
     /// The header of the snapshot (its FCC and page count).
     pub snap: Header,
+    /// The reader's id in the protocol's page lock table (0: it takes no
+    /// page locks and reads `snap`).
+    pub reader: u64,
+}
+
+impl<R: Deref<Target = Pager>> ReadPages<R> {
+    /// A read transaction's view from the header [`Pager::begin_read`]
+    /// registered; it locks pages as it reads them if the protocol asks
+    /// ([`cc::Profile::reader_locks`]). End it with [`Pager::end_read`]
+    /// and [`Pager::end_reader`].
+    pub fn new(pager: R, snap: Header) -> Self {
+        let reader = if pager.profile.reader_locks {
+            cc::next_txn_id()
+        } else {
+            0
+        };
+        ReadPages {
+            pager,
+            snap,
+            reader,
+        }
+    }
+
+    /// The committed state to read `pgno` in: the snapshot, or, for a
+    /// reader that locks pages, the newest once the page is locked (no
+    /// commit can change it while the lock is held).
+    fn at(&self, pgno: Pgno) -> Result<Header> {
+        if self.reader == 0 {
+            return Ok(self.snap);
+        }
+        let p = &self.pager;
+        p.locks.reader_page(self.reader, pgno, p.cfg.busy_timeout)?;
+        Ok(p.header())
+    }
 }
 
 impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
@@ -1646,35 +2112,42 @@ impl<R: Deref<Target = Pager>> PageRead for ReadPages<R> {
     }
 
     fn node(&self, pgno: Pgno, order: &dyn KeyOrder) -> Result<Arc<Node>> {
-        self.pager.committed_node(pgno, Some(&self.snap), order)
+        let h = self.at(pgno)?;
+        self.pager.committed_node(pgno, Some(&h), order)
     }
 
     fn visit_node(&self, pgno: Pgno, order: &dyn KeyOrder, f: &mut dyn FnMut(&Node)) -> Result<()> {
-        self.pager.visit_committed_node(pgno, &self.snap, order, f)
+        if self.reader == 0 {
+            return self.pager.visit_committed_node(pgno, &self.snap, order, f);
+        }
+        let h = self.at(pgno)?;
+        self.pager.visit_committed_node(pgno, &h, order, f)
     }
 
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
-        let raw = self.pager.committed_raw(pgno, Some(&self.snap))?;
+        let h = self.at(pgno)?;
+        let raw = self.pager.committed_raw(pgno, Some(&h))?;
         if pgno >= 2 {
             self.pager
-                .check_raw(pgno, &raw, &self.pager.decode_ctx(self.snap.fcc, &BYTEWISE))?;
+                .check_raw(pgno, &raw, &self.pager.decode_ctx(h.fcc, &BYTEWISE))?;
         }
         Ok(raw)
     }
 
     fn free_pages(&self) -> Option<Vec<Pgno>> {
-        self.pager.shared.lock().free.clone()
+        self.pager.committed_free_list()
     }
 
     fn verify_page(&self, pgno: Pgno, role: PageRole, order: &dyn KeyOrder) -> Result<()> {
         // Page 1 from storage: a mode may rewrite its fields there without
         // the pager's copy (DASH's tail).
+        let h = self.at(pgno)?;
         let raw = if role == PageRole::Header {
-            self.pager.read_committed(pgno, self.snap.fcc)?
+            self.pager.read_committed(pgno, h.fcc)?
         } else {
-            self.pager.committed_raw(pgno, Some(&self.snap))?
+            self.pager.committed_raw(pgno, Some(&h))?
         };
-        let ctx = self.pager.decode_ctx(self.snap.fcc, order);
+        let ctx = self.pager.decode_ctx(h.fcc, order);
         let file = self.pager.file_name();
         let f = &self.pager.format;
         match role {

@@ -26,6 +26,7 @@ impl TwinpageEngine {
 pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
     let mut v = vec![
         ("journal_mode".into(), opts.journal_mode.to_string()),
+        ("concurrency".into(), opts.protocol().to_string()),
         ("synchronous".into(), opts.synchronous.to_string()),
         ("page_size".into(), opts.page_size.to_string()),
         (
