@@ -206,3 +206,26 @@ fn a_violation_reproduces_from_its_coordinates() {
     assert_eq!(again.violations.len(), 1);
     assert_eq!(again.violations[0].state, v.state);
 }
+
+/// The in-page modes under 2VTO: commits carry timestamps with gaps where
+/// transactions rolled back (page 1 then names the predecessor), and the
+/// multi-writer pager merges page 1 at commit.
+#[test]
+fn in_page_modes_under_2vto() {
+    use twinpage::cc::Protocol;
+    for mode in [JournalMode::Ips, JournalMode::DhlCc] {
+        for (model, seed) in [
+            (PersistenceModel::Ext4Ordered, 21),
+            (PersistenceModel::Torn, 22),
+        ] {
+            let mut cfg = ExploreConfig::new(mode, model);
+            cfg.protocol = Protocol::TwoVto;
+            cfg.seed = seed;
+            cfg.states = 1500 * scale();
+            let rep = explore(&cfg).unwrap_or_else(|e| panic!("{mode} 2vto {model}: {e}"));
+            eprintln!("{rep}");
+            assert_clean(&rep);
+            assert!(rep.states >= 1500, "{mode}: {} states", rep.states);
+        }
+    }
+}

@@ -253,6 +253,10 @@ pub struct Stats {
     /// Counters of the journal mode, by name (WAL: `wal_frames`,
     /// `checkpoints`, `checkpoints_blocked_by_readers`, ...).
     pub journal: Vec<(&'static str, u64)>,
+    /// Counters of the concurrency protocol, by name (2VTO: `committed`,
+    /// `aborts`, `max_aborts_per_txn`, `second_aborts`, `wounds`,
+    /// `forced_sleep_ns`, `commit_wait_ns`, ...).
+    pub protocol: Vec<(&'static str, u64)>,
 }
 
 struct Inner {
@@ -537,6 +541,7 @@ impl Db {
             opened_after_crash: p.opened_after_crash,
             page_checksums: h.page_checksums,
             journal: p.journal_stats(),
+            protocol: p.locks().stats(),
         }
     }
 

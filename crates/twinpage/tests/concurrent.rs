@@ -76,8 +76,14 @@ fn writers_on_different_pages_both_commit() {
             t2.put("b", &key(i), &[2u8; 40]).unwrap();
         }
         let r = db.begin_read().unwrap();
-        t2.commit().unwrap();
-        t1.commit().unwrap();
+        if p.orders_commits() {
+            // 2VTO commits in begin order: the younger would wait for t1.
+            t1.commit().unwrap();
+            t2.commit().unwrap();
+        } else {
+            t2.commit().unwrap();
+            t1.commit().unwrap();
+        }
         // A reader that began before both sees neither (a snapshot) or,
         // if it locks pages as it reads (rollback modes under page
         // locks), both: it comes after them in the serial order.

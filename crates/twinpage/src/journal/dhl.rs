@@ -31,7 +31,7 @@ use crate::base::{Header, HEADER_LEN};
 use crate::node::inpage::{CommitRecord, InPageFormat};
 use crate::node::{DhlFormat, NodeFormat};
 use crate::storage::DbFile;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,7 +63,15 @@ pub struct DhlJournal<F: InPageFormat = DhlFormat> {
     /// recovery scan decides from storage alone (as PostgreSQL does after
     /// a failed fsync).
     sync_failed: AtomicBool,
+    /// Page I/O stripes: a write of page p holds stripe p % 16 exclusively,
+    /// a read shares it. Under a multi-writer protocol a reader may miss
+    /// the cache on a page a commit is writing; it must see the page before
+    /// or after the write, never half of it (its version checksums would
+    /// fail).
+    io: [RwLock<()>; IO_STRIPES],
 }
+
+const IO_STRIPES: usize = 16;
 
 #[derive(Default)]
 struct State {
@@ -130,28 +138,54 @@ impl State {
 const TAIL_AT: usize = HEADER_LEN;
 const TAIL_LEN: usize = 16;
 const TAIL_MAGIC: u8 = 0xD1;
+/// The tail of a pending FCC whose predecessor is not FCC − 1 (2VTO skips
+/// the TIDs of aborted transactions): 24 bytes, with the predecessor.
+const TAIL_MAGIC_GAP: u8 = 0xD2;
+const TAIL_GAP_LEN: usize = 24;
 const TAIL_PENDING: u8 = 1;
 
 /// Page 1's DHL tail: whether the FCC it names still has to be verified by
 /// counting (counting commit without embedding writes page 1 in the same
-/// sync batch as the pages), with the transaction size and the page count
-/// to fall back to.
+/// sync batch as the pages), with the transaction size, the page count and
+/// the FCC to fall back to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Tail {
-    pending: Option<(u32, u32)>,
+    pending: Option<Pending>,
 }
 
-fn write_tail(p1: &mut [u8], t: Tail) {
-    let b = &mut p1[TAIL_AT..TAIL_AT + TAIL_LEN];
+/// A counting commit page 1 names and recovery must verify.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    /// Pages written with the FCC's TID.
+    size: u32,
+    /// The page count before it.
+    prev_pages: u32,
+    /// The FCC before it.
+    prev_fcc: u64,
+}
+
+/// Write the tail of a page 1 whose FCC is `fcc`.
+fn write_tail(p1: &mut [u8], t: Tail, fcc: u64) {
+    let gap = t
+        .pending
+        .is_some_and(|p| p.prev_fcc.checked_add(1) != Some(fcc));
+    let b = &mut p1[TAIL_AT..TAIL_AT + TAIL_GAP_LEN];
     b.fill(0);
-    b[0] = TAIL_MAGIC;
-    if let Some((size, prev_pages)) = t.pending {
+    b[0] = if gap { TAIL_MAGIC_GAP } else { TAIL_MAGIC };
+    if let Some(p) = t.pending {
         b[1] = TAIL_PENDING;
-        b[4..8].copy_from_slice(&size.to_be_bytes());
-        b[8..12].copy_from_slice(&prev_pages.to_be_bytes());
+        b[4..8].copy_from_slice(&p.size.to_be_bytes());
+        b[8..12].copy_from_slice(&p.prev_pages.to_be_bytes());
     }
-    let crc = crc32c::crc32c(&b[..12]);
-    b[12..16].copy_from_slice(&crc.to_be_bytes());
+    if gap {
+        let prev = t.pending.map_or(0, |p| p.prev_fcc);
+        b[12..20].copy_from_slice(&prev.to_be_bytes());
+        let crc = crc32c::crc32c(&b[..20]);
+        b[20..24].copy_from_slice(&crc.to_be_bytes());
+    } else {
+        let crc = crc32c::crc32c(&b[..12]);
+        b[12..16].copy_from_slice(&crc.to_be_bytes());
+    }
 }
 
 /// Whether header page `p1` holds intact DHL fields: the tail with its
@@ -162,23 +196,40 @@ pub(super) fn page1_fields_intact(p1: &[u8]) -> bool {
     let Some(b) = p1.get(TAIL_AT..MODE_FIELDS_AT + MODE_FIELDS_LEN) else {
         return false;
     };
-    let crc = u32::from_be_bytes(b[12..16].try_into().expect("4 bytes"));
-    b[0] == TAIL_MAGIC && crc == crc32c::crc32c(&b[..12]) && b[TAIL_LEN..].iter().all(|&x| x == 0)
+    let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    match b[0] {
+        TAIL_MAGIC => be32(12) == crc32c::crc32c(&b[..12]) && b[TAIL_LEN..].iter().all(|&x| x == 0),
+        TAIL_MAGIC_GAP => {
+            b.len() >= TAIL_GAP_LEN
+                && be32(20) == crc32c::crc32c(&b[..20])
+                && b[TAIL_GAP_LEN..].iter().all(|&x| x == 0)
+        }
+        _ => false,
+    }
 }
 
-fn read_tail(p1: &[u8]) -> Tail {
-    if p1.len() < TAIL_AT + TAIL_LEN {
+/// The tail of page 1 `p1`, whose FCC is `fcc`.
+fn read_tail(p1: &[u8], fcc: u64) -> Tail {
+    if p1.len() < TAIL_AT + TAIL_GAP_LEN || !page1_fields_intact(p1) {
+        // No tail (a file created by another mode), or a damaged one.
         return Tail::default();
     }
-    let b = &p1[TAIL_AT..TAIL_AT + TAIL_LEN];
-    let crc = u32::from_be_bytes(b[12..16].try_into().expect("4 bytes"));
-    if b[0] != TAIL_MAGIC || crc != crc32c::crc32c(&b[..12]) || b[1] & TAIL_PENDING == 0 {
-        // No tail (a file created by another mode) or a verified FCC.
+    let b = &p1[TAIL_AT..TAIL_AT + TAIL_GAP_LEN];
+    if b[1] & TAIL_PENDING == 0 {
         return Tail::default();
     }
-    let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let prev_fcc = if b[0] == TAIL_MAGIC_GAP {
+        u64::from_be_bytes([b[12], b[13], b[14], b[15], b[16], b[17], b[18], b[19]])
+    } else {
+        fcc.saturating_sub(1)
+    };
     Tail {
-        pending: Some((u32_at(4), u32_at(8))),
+        pending: Some(Pending {
+            size: u32_at(4),
+            prev_pages: u32_at(8),
+            prev_fcc,
+        }),
     }
 }
 
@@ -233,7 +284,13 @@ impl<F: InPageFormat> DhlJournal<F> {
             format,
             st: Mutex::default(),
             sync_failed: AtomicBool::new(false),
+            io: Default::default(),
         }
+    }
+
+    fn write_page(&self, db: &DbFile, pgno: Pgno, data: &[u8]) -> Result<()> {
+        let _g = self.io[pgno as usize % IO_STRIPES].write();
+        db.write_page(pgno, data)
     }
 
     fn sync(&self, db: &DbFile) -> Result<()> {
@@ -275,7 +332,7 @@ impl<F: InPageFormat> DhlJournal<F> {
         }
         p.fill(0);
         h.write_to(p);
-        write_tail(p, tail);
+        write_tail(p, tail, h.fcc);
         seal_page1(p);
     }
 
@@ -288,7 +345,7 @@ impl<F: InPageFormat> DhlJournal<F> {
         }
         let mut h = *committed;
         h.clean_close = false;
-        db.write_page(1, &self.page1(db.page_size, &h, Tail::default()))?;
+        self.write_page(db, 1, &self.page1(db.page_size, &h, Tail::default()))?;
         self.sync(db)?;
         st.session_marked = true;
         Ok(())
@@ -313,13 +370,13 @@ impl<F: InPageFormat> DhlJournal<F> {
         // after T's sync) or if all T's pages are there.
         let (mut fcc, mut pc) = (h.fcc, h.page_count);
         let mut counted = false;
-        if let Some((size, prev_pages)) = tail.pending {
+        if let Some(p) = tail.pending {
             if top <= h.fcc {
-                if count(h.fcc) == size as u64 {
+                if count(h.fcc) == p.size as u64 {
                     counted = true;
                 } else {
-                    fcc = h.fcc.saturating_sub(1);
-                    pc = prev_pages;
+                    fcc = p.prev_fcc;
+                    pc = p.prev_pages;
                 }
             }
         }
@@ -335,7 +392,19 @@ impl<F: InPageFormat> DhlJournal<F> {
                     counted = true;
                 }
                 _ => {
-                    let prev = top - 1;
+                    // The commit before `top`: TID top − 1 when it left
+                    // versions (consecutive TIDs); after a gap (2VTO skips
+                    // aborted TIDs) the newest embedded record below it.
+                    let prev = if count(top - 1) > 0 || scan.records.contains_key(&(top - 1)) {
+                        top - 1
+                    } else {
+                        scan.records
+                            .keys()
+                            .copied()
+                            .filter(|&t| t > fcc && t < top)
+                            .max()
+                            .unwrap_or(fcc)
+                    };
                     if prev > fcc {
                         match scan.records.get(&prev) {
                             Some(r) => pc = r.page_count,
@@ -392,7 +461,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
 
     fn recover(&self, ctx: &RecoverCtx<'_>) -> Result<Recovery> {
         let file = ctx.file;
-        let mut probe = [0u8; TAIL_AT + TAIL_LEN];
+        let mut probe = [0u8; TAIL_AT + TAIL_GAP_LEN];
         let n = file.read_at(&mut probe, 0)?;
         let name = ctx.path.display().to_string();
         let Ok(h) = Header::read_from(&probe[..n], &name) else {
@@ -404,7 +473,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
             return Ok(Recovery::default());
         }
         let started = std::time::Instant::now();
-        let tail = read_tail(&probe[..n]);
+        let tail = read_tail(&probe[..n], h.fcc);
         let ps = h.page_size as usize;
         let len = file.len()?;
         let file_pages = u32::try_from(len / ps as u64).unwrap_or(u32::MAX);
@@ -515,7 +584,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         for p in set.pages.iter().filter(|p| p.pgno != 1) {
             // Into W before the write, so a failure is undone too.
             st.note(p.pgno);
-            db.write_page(p.pgno, &p.data)?;
+            self.write_page(db, p.pgno, &p.data)?;
         }
         Ok(())
     }
@@ -528,7 +597,13 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         pages: &mut [PageImage],
         free: &[Pgno],
     ) -> Result<()> {
-        if !self.embed || header_must_be_written(prev_header, header, true) {
+        // A commit record names no predecessor: it is embedded only when
+        // the predecessor is TID − 1 (2VTO skips aborted TIDs; after a gap
+        // page 1 is the mark, with the predecessor in its tail).
+        if !self.embed
+            || header_must_be_written(prev_header, header, true)
+            || prev_header.fcc.checked_add(1) != Some(tid)
+        {
             return Ok(());
         }
         let mut st = self.st.lock();
@@ -594,7 +669,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
             for &pgno in &doomed {
                 db.read_page(pgno, &mut page)?;
                 if self.format.invalidate(&mut page, pgno, &|t| t == tid) > 0 {
-                    db.write_page(pgno, &page)?;
+                    self.write_page(db, pgno, &page)?;
                 }
             }
         }
@@ -610,7 +685,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
                 // Embedded commit record in page `cp`.
                 if ordered {
                     for p in body().filter(|p| p.pgno != cp) {
-                        db.write_page(p.pgno, &p.data)?;
+                        self.write_page(db, p.pgno, &p.data)?;
                     }
                     // Order the other pages (and earlier spills and
                     // invalidations) before the mark; a one-page
@@ -623,10 +698,10 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
                             "commit page {cp} is not in the commit's page set"
                         )));
                     };
-                    db.write_page(cp, &last.data)?;
+                    self.write_page(db, cp, &last.data)?;
                 } else {
                     for p in body() {
-                        db.write_page(p.pgno, &p.data)?;
+                        self.write_page(db, p.pgno, &p.data)?;
                     }
                 }
                 self.sync(db)?;
@@ -634,12 +709,16 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
             None => {
                 // Page 1 is the commit mark.
                 for p in body() {
-                    db.write_page(p.pgno, &p.data)?;
+                    self.write_page(db, p.pgno, &p.data)?;
                 }
                 let counting = !ordered && !header_mark;
                 let tail = if counting {
                     Tail {
-                        pending: Some((size as u32, set.orig_page_count)),
+                        pending: Some(Pending {
+                            size: size as u32,
+                            prev_pages: set.orig_page_count,
+                            prev_fcc: set.prev_header.fcc,
+                        }),
                     }
                 } else {
                     if !st.written.is_empty() || fillers > 0 {
@@ -651,7 +730,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
                 let mut p1 = std::mem::take(&mut st.page1);
                 p1.resize(db.page_size, 0);
                 self.page1_into(&mut p1, set.header, tail);
-                let written = db.write_page(1, &p1);
+                let written = self.write_page(db, 1, &p1);
                 st.page1 = p1;
                 written?;
                 self.sync(db)?;
@@ -681,7 +760,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         let committed = st.restore_page1.take().or(st.committed);
         if let Some(mut h) = committed {
             h.clean_close = false;
-            db.write_page(1, &self.page1(ps, &h, Tail::default()))?;
+            self.write_page(db, 1, &self.page1(ps, &h, Tail::default()))?;
             self.sync(db)?;
         }
         let file_pages = db.file().len()? / ps as u64;
@@ -693,7 +772,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
             }
             db.read_page(pgno, &mut page)?;
             if self.format.roll_back_page(&mut page, pgno, tid) {
-                db.write_page(pgno, &page)?;
+                self.write_page(db, pgno, &page)?;
             }
         }
         if file_pages > orig_page_count as u64 {
@@ -704,6 +783,11 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         st.commit_page = None;
         st.rewritten = false;
         Ok(())
+    }
+
+    fn read_page(&self, db: &DbFile, pgno: Pgno, _snapshot: u64, buf: &mut [u8]) -> Result<()> {
+        let _g = self.io[pgno as usize % IO_STRIPES].read();
+        db.read_page(pgno, buf)
     }
 
     fn close(&self, _db: &DbFile) -> Result<()> {
@@ -723,14 +807,23 @@ mod tests {
 
     #[test]
     fn tail_roundtrip() {
-        let mut p = vec![0u8; 512];
-        assert_eq!(read_tail(&p), Tail::default());
-        let t = Tail {
-            pending: Some((3, 17)),
-        };
-        write_tail(&mut p, t);
-        assert_eq!(read_tail(&p), t);
-        p[TAIL_AT + 5] ^= 1;
-        assert_eq!(read_tail(&p), Tail::default(), "damaged tail ignored");
+        let p = vec![0u8; 512];
+        assert_eq!(read_tail(&p, 9), Tail::default());
+        for prev_fcc in [8, 5] {
+            let t = Tail {
+                pending: Some(Pending {
+                    size: 3,
+                    prev_pages: 17,
+                    prev_fcc,
+                }),
+            };
+            let mut p = vec![0u8; 512];
+            write_tail(&mut p, t, 9);
+            assert_eq!(p[TAIL_AT] == TAIL_MAGIC_GAP, prev_fcc != 8);
+            assert!(page1_fields_intact(&p));
+            assert_eq!(read_tail(&p, 9), t);
+            p[TAIL_AT + 5] ^= 1;
+            assert_eq!(read_tail(&p, 9), Tail::default(), "damaged tail ignored");
+        }
     }
 }

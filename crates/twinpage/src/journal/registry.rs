@@ -141,6 +141,16 @@ const SYNC_BY_LEVEL: [Durability; 4] = [NoGuarantee, Atomic, Durable, Durable];
 
 const ONE_WRITER: &[Protocol] = &[Protocol::Sqlite];
 
+/// The in-page modes whose versions carry their writer's TID in every
+/// page, so readers find their snapshot beside a newer version: 2VTO
+/// (\[IPS\] §4) and its comparison variants.
+const TWO_VERSION: &[Protocol] = &[
+    Protocol::Sqlite,
+    Protocol::TwoVto,
+    Protocol::TwoVtoFuw,
+    Protocol::TwoVtoNs,
+];
+
 /// The modes that write pages in place with undo (or none) and no page
 /// versions of their own: page locks keep readers off a committing
 /// writer's pages.
@@ -355,6 +365,10 @@ pub static REGISTRY: &[ModeSpec] = &[
         origin: "Doubleheader logging, counting commit (DHL §III-D)",
         node_format: || Arc::new(DhlFormat),
         make_journal: |sync, _, opts| dhl(CommitProtocol::Counting, sync, opts, JournalMode::DhlCc),
+        // DHL+2VTO (\[IPS\] §4.1, §5): the two slot headers at fixed
+        // places with interleaved offset rows never move, so readers find
+        // their version while a writer adds the other.
+        protocols: TWO_VERSION,
         durability: [NoGuarantee, Durable, Durable, Durable],
         free_list: FreeListPolicy::Volatile,
         page1_fields: Some(super::dhl::page1_fields_intact),
@@ -366,6 +380,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         code: 11,
         origin: "In-Page Shadowing with the counting commit (IPS, PVLDB 2022, §3)",
         node_format: || Arc::new(IpsFormat),
+        protocols: TWO_VERSION,
         make_journal: |sync, _, opts| {
             opts.only(JournalMode::Ips, &["embed"])?;
             Ok(Box::new(DhlJournal::with_format(

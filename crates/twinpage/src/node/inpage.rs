@@ -255,6 +255,21 @@ pub(crate) fn with_local<S: Default + 'static, T>(
     })
 }
 
+/// The error of a reader whose snapshot is older than every version left
+/// in a page: commits since it began overwrote the one it needs (under a
+/// multi-writer protocol; \[IPS\] §4.2 aborts such a reader). Retryable.
+pub fn snapshot_too_old(pgno: Pgno, snapshot: u64, tids: &[String]) -> Error {
+    Error::Conflict {
+        page: pgno,
+        table: None,
+        what: format!(
+            "snapshot {snapshot} is older than every version of the page (TIDs [{}]): \
+             commits since overwrote it",
+            tids.join(", ")
+        ),
+    }
+}
+
 /// A crc32c over many small pieces (a version's header, offsets and
 /// cells), gathered into a stack buffer and summed a chunk at a time: one
 /// crc32c call per small piece costs more than the bytes.

@@ -42,8 +42,8 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    check_envelope, check_free_page, invalidate_envelope, raw_tid, verify_tree_page, with_local,
-    write_envelope, CrcGather, InPageFormat, VersionState,
+    check_envelope, check_free_page, invalidate_envelope, raw_tid, snapshot_too_old,
+    verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
@@ -426,6 +426,14 @@ impl IpsFormat {
         let f = check_flip(pgno, page, &vs)?;
         let Some(h) = select(&vs, f, ctx.committed_tid) else {
             let tids: Vec<String> = vs.iter().flatten().map(|h| h.tid.to_string()).collect();
+            let intact = vs.iter().flatten().filter(|h| h.valid()).all(|h| {
+                with_scratch(|sc| verify(pgno, page, h, max_key, ctx.order, &mut sc.other)).is_ok()
+            });
+            if intact && vs.iter().flatten().filter(|h| h.valid()).count() == 2 {
+                // Two commits since the reader began overwrote its version;
+                // one version alone is a page its snapshot cannot reach.
+                return Err(snapshot_too_old(pgno, ctx.committed_tid, &tids));
+            }
             return Err(corrupt(
                 pgno,
                 format!(
