@@ -1,7 +1,7 @@
 //! The public API: [`Db`], [`ReadTxn`], [`WriteTxn`], [`Options`].
 
 use crate::base::{Durability, Synchronous};
-use crate::base::{Error, Pgno, Result, BYTEWISE};
+use crate::base::{Error, KeyOrders, Pgno, Result, BYTEWISE};
 use crate::btree::walk::{self, CheckReport};
 use crate::btree::{self, RangeIter, SplitPolicy, TreeConfig};
 use crate::cc::Protocol;
@@ -9,14 +9,18 @@ use crate::journal::{
     CheckpointInfo, CheckpointMode, JournalMode, ModeOptions, Recovery, TestFaults,
 };
 use crate::page::PageRead;
-use crate::pager::{Pager, PagerConfig, PagerState, ReadPages, WritePages};
+use crate::pager::{Pager, PagerConfig, PagerState, ReadPages, Savepoint, WritePages};
+
+mod tables;
 use crate::storage::{CountingVfs, IoCounters, IoSnapshot, OsVfs, Vfs};
 use parking_lot::Mutex;
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+pub use tables::{SavepointId, Table, TableId};
 
 /// Scan direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +72,11 @@ pub struct Options {
     /// allows, or the open fails with [`Error::Unsupported`]; e.g.
     /// `begin-concurrent` runs with `wal` only.
     pub concurrency: Option<Protocol>,
+    /// The caller's key orders, for tables created with their own
+    /// ([`WriteTxn::create_table_id`]): the integrity check, the free-list
+    /// rebuild after a crash and [`WriteTxn::open_table`] resolve a
+    /// table's order from the spec in the catalog through it.
+    pub key_orders: Option<Arc<dyn KeyOrders>>,
     /// Deliberate breakage for testing the crash explorer. Never set this.
     #[doc(hidden)]
     pub faults: TestFaults,
@@ -88,6 +97,7 @@ impl Default for Options {
             vfs: None,
             mode_opts: ModeOptions::default(),
             concurrency: None,
+            key_orders: None,
             faults: TestFaults::default(),
         }
     }
@@ -163,6 +173,12 @@ impl Options {
     /// Use another file system.
     pub fn vfs(mut self, vfs: Arc<dyn Vfs>) -> Self {
         self.vfs = Some(vfs);
+        self
+    }
+
+    /// Resolve the key orders of tables created with their own.
+    pub fn key_orders(mut self, orders: Arc<dyn KeyOrders>) -> Self {
+        self.key_orders = Some(orders);
         self
     }
 
@@ -265,6 +281,33 @@ struct Inner {
     tree: TreeConfig,
     sync: Synchronous,
     last_commit_io: Mutex<IoSnapshot>,
+    key_orders: Option<Arc<dyn KeyOrders>>,
+    /// [`Db`] values sharing this open database.
+    handles: AtomicUsize,
+}
+
+/// Databases open in this process, by file system and path: a second
+/// [`Db::open`] of the same file shares the first one's pager instead of
+/// failing on the file lock.
+type OpenKey = (usize, PathBuf);
+static OPEN: std::sync::Mutex<Vec<(OpenKey, Weak<Inner>)>> = std::sync::Mutex::new(Vec::new());
+
+/// The registry key of `path` on `vfs` (`None`: the OS).
+fn open_key(vfs: Option<&Arc<dyn Vfs>>, path: &Path) -> OpenKey {
+    let id = vfs.map_or(0, |v| Arc::as_ptr(v) as *const () as usize);
+    let path = if id == 0 {
+        // The same file under two spellings is one database.
+        std::fs::canonicalize(path).unwrap_or_else(|_| {
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            match (parent.map(std::fs::canonicalize), path.file_name()) {
+                (Some(Ok(dir)), Some(name)) => dir.join(name),
+                _ => path.to_path_buf(),
+            }
+        })
+    } else {
+        path.to_path_buf()
+    };
+    (id, path)
 }
 
 /// An open database. Share it between threads by reference or `Arc`.
@@ -281,8 +324,43 @@ pub struct Db {
 impl Db {
     /// Open (or create) the database at `path`, recovering from a crash if
     /// the last session did not finish.
+    ///
+    /// A database already open in this process (same file, same file
+    /// system) is shared: the new handle uses the open one's pager, cache
+    /// and locks, so connections in one process coordinate as threads do.
+    /// Its journal mode and read-only setting must then match.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let path = path.as_ref().to_path_buf();
+        let key = open_key(opts.vfs.as_ref(), &path);
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|(_, w)| w.strong_count() > 0);
+        let shared = open
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, w)| w.upgrade())
+            .filter(|inner| !inner.pager.is_closed());
+        if let Some(inner) = shared {
+            let mode = inner.pager.spec().mode;
+            if mode != opts.journal_mode || inner.pager.is_read_only() != opts.read_only {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is already open in this process in journal mode {mode}{}",
+                    path.display(),
+                    if inner.pager.is_read_only() {
+                        ", read-only"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            inner.handles.fetch_add(1, AtomicOrdering::AcqRel);
+            return Ok(Db { inner, path });
+        }
+        let db = Self::open_new(path, opts)?;
+        open.push((key, Arc::downgrade(&db.inner)));
+        Ok(db)
+    }
+
+    fn open_new(path: PathBuf, opts: Options) -> Result<Db> {
         let base: Arc<dyn Vfs> = opts.vfs.clone().unwrap_or_else(|| Arc::new(OsVfs::new()));
         let counting = CountingVfs::new(base);
         let counters = counting.counters().clone();
@@ -299,6 +377,7 @@ impl Db {
             mode_opts: opts.mode_opts.clone(),
             page_checksums: opts.page_checksums,
             protocol: opts.concurrency,
+            key_orders: opts.key_orders.clone(),
         };
         let pager = Arc::new(Pager::open(vfs, &path, cfg)?);
         Ok(Db {
@@ -308,6 +387,8 @@ impl Db {
                 tree: opts.tree_config(),
                 sync: opts.synchronous,
                 last_commit_io: Mutex::new(IoSnapshot::default()),
+                key_orders: opts.key_orders,
+                handles: AtomicUsize::new(1),
             }),
             path,
         })
@@ -384,14 +465,22 @@ impl Db {
         };
         Ok(ReadTxn {
             pages: ReadPages::new(pager.clone(), snap),
+            orders: self.inner.key_orders.clone(),
         })
     }
 
     /// Start a write transaction. Dropping it without commit rolls back.
     pub fn begin_write(&self) -> Result<WriteTxn> {
+        self.begin_write_within(self.inner.pager.busy_timeout())
+    }
+
+    /// [`Db::begin_write`], waiting at most `timeout` for another writer
+    /// (zero: fail with [`Error::Busy`] at once, as a reader that wants to
+    /// become a writer must, since the writer may be waiting for it).
+    pub fn begin_write_within(&self, timeout: Duration) -> Result<WriteTxn> {
         let inner = &self.inner;
         let pager = &inner.pager;
-        pager.locks().begin_write(pager.busy_timeout())?;
+        pager.locks().begin_write(timeout)?;
         let st = match pager.begin_write() {
             Ok(st) => st,
             Err(e) => {
@@ -407,6 +496,7 @@ impl Db {
             }),
             io_start: inner.counters.snapshot(),
             failed: None,
+            savepoints: Vec::new(),
         })
     }
 
@@ -491,7 +581,7 @@ impl Db {
     /// and that together they cover the file exactly once.
     pub fn check(&self) -> Result<CheckReport> {
         let r = self.begin_read()?;
-        walk::check(&r.pages, &r.pages.snap)
+        walk::check(&r.pages, &r.pages.snap, self.inner.key_orders.as_deref())
     }
 
     /// The integrity check, with every problem it found (each a corruption
@@ -499,7 +589,11 @@ impl Db {
     /// subtree, overflow chain or free-list trunk is reported and skipped.
     pub fn check_all(&self) -> Result<(CheckReport, Vec<Error>)> {
         let r = self.begin_read()?;
-        Ok(walk::check_all(&r.pages, &r.pages.snap))
+        Ok(walk::check_all(
+            &r.pages,
+            &r.pages.snap,
+            self.inner.key_orders.as_deref(),
+        ))
     }
 
     /// Cumulative I/O counters since open.
@@ -549,7 +643,14 @@ impl Db {
     /// needed, and releases the OS lock. With transactions still open it
     /// fails with [`Error::Busy`] and the database closes when the last of
     /// them ends (as SQLite's `sqlite3_close_v2`).
+    ///
+    /// With other handles of the same database open in this process
+    /// ([`Db::open`] shares it), this handle just goes; the last one closes.
     pub fn close(self) -> Result<()> {
+        let handles = self.inner.handles.load(AtomicOrdering::Acquire);
+        if handles > 1 {
+            return Ok(());
+        }
         let open = Arc::strong_count(&self.inner) - 1 + Arc::strong_count(&self.inner.pager) - 1;
         if open > 0 {
             return Err(Error::Busy(format!(
@@ -563,6 +664,12 @@ impl Db {
     /// The pager's state (for tests and diagnostics).
     pub fn pager_state(&self) -> PagerState {
         self.inner.pager.state()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.inner.handles.fetch_sub(1, AtomicOrdering::AcqRel);
     }
 }
 
@@ -607,10 +714,11 @@ fn user_root(p: &WritePages, catalog: Pgno, name: &str) -> Result<Pgno> {
 
 fn list_tables<P: PageRead + ?Sized>(p: &P, catalog: Pgno) -> Result<Vec<(String, Pgno)>> {
     let mut out = Vec::new();
+    // Tables by id sort first (keys starting with a zero byte).
     for kv in RangeIter::new(
         p,
         catalog,
-        Bound::Unbounded,
+        Bound::Included(vec![1u8]),
         Bound::Unbounded,
         false,
         &BYTEWISE,
@@ -629,11 +737,17 @@ fn list_tables<P: PageRead + ?Sized>(p: &P, catalog: Pgno) -> Result<Vec<(String
 /// between threads.
 pub struct ReadTxn {
     pages: ReadPages,
+    orders: Option<Arc<dyn KeyOrders>>,
 }
 
 impl ReadTxn {
     fn catalog(&self) -> Pgno {
         self.pages.snap.catalog_root
+    }
+
+    /// The TID of the last commit this transaction sees (its snapshot).
+    pub fn snapshot_tid(&self) -> u64 {
+        self.pages.snap.fcc
     }
 
     /// Read one key.
@@ -685,8 +799,11 @@ pub struct WriteTxn {
     pages: Option<WritePages>,
     io_start: IoSnapshot,
     /// An operation failed half-way (its tree changes may be partial, a
-    /// spill may have failed): the transaction can only roll back.
+    /// spill may have failed): the transaction can only roll back (or
+    /// roll back to a savepoint).
     failed: Option<String>,
+    /// Open savepoints, oldest first.
+    savepoints: Vec<Savepoint>,
 }
 
 impl WriteTxn {
@@ -734,6 +851,11 @@ impl WriteTxn {
         Ok(self.pages()?.st.header.catalog_root)
     }
 
+    /// The TID of the last commit this transaction started from.
+    pub fn base_tid(&self) -> Result<u64> {
+        Ok(self.pages()?.st.txn.snapshot)
+    }
+
     /// Create a table; false if it already exists.
     pub fn create_table(&mut self, name: &str) -> Result<bool> {
         let r = self.create_table_inner(name);
@@ -748,9 +870,9 @@ impl WriteTxn {
             return Ok(false);
         }
         let max = p.format().max_key_len(p.page_size());
-        if name.is_empty() || name.len() > max {
+        if name.is_empty() || name.len() > max || name.starts_with('\0') {
             return Err(Error::InvalidArgument(format!(
-                "table name must be 1..={max} bytes"
+                "table name must be 1..={max} bytes, not starting with a zero byte"
             )));
         }
         let root = btree::create(p)?;

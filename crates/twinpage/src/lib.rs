@@ -37,7 +37,9 @@ pub mod pager;
 pub mod storage;
 
 pub use base::{error, Durability, Error, Pgno, Result, Synchronous};
+pub use base::{Bytewise, KeyOrder, KeyOrders};
 pub use btree::walk as check;
-pub use db::{Db, Direction, Options, ReadTxn, Stats, WriteTxn};
+pub use btree::Cursor;
+pub use db::{Db, Direction, Options, ReadTxn, SavepointId, Stats, Table, TableId, WriteTxn};
 pub use journal::JournalMode;
 pub use storage::{IoSnapshot, Vfs};

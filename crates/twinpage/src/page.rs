@@ -27,6 +27,12 @@ pub trait PageRead {
         f(&*self.node(pgno, order)?);
         Ok(())
     }
+    /// A number that changes whenever the view's trees change (a write
+    /// transaction puts or frees a page); a committed view never changes.
+    /// [`crate::btree::Cursor`] finds its key again when it moved.
+    fn generation(&self) -> u64 {
+        0
+    }
     /// Raw bytes of a page (overflow and free-list pages).
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>>;
     /// The free pages, when the pager keeps the free list in memory (the

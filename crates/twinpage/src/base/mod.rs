@@ -14,4 +14,4 @@ pub mod pgmap;
 pub use config::{Durability, Synchronous};
 pub use error::{Error, Pgno, Result, Tid};
 pub use header::{valid_page_size, Header, HEADER_LEN, MAGIC};
-pub use order::{Bytewise, KeyOrder, BYTEWISE};
+pub use order::{Bytewise, KeyOrder, KeyOrders, BYTEWISE};

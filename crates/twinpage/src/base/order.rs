@@ -10,8 +10,10 @@
 //! An order must be a strict total order on the keys the table holds and
 //! must not change for the life of the table: the pages store keys in it.
 
+use super::Result;
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 /// A total order on keys, supplied per table.
 pub trait KeyOrder: Send + Sync {
@@ -58,6 +60,18 @@ impl KeyOrder for Bytewise {
 
 /// The bytewise order, for contexts that need a `&'static dyn KeyOrder`.
 pub static BYTEWISE: Bytewise = Bytewise;
+
+/// The caller's catalogue of key orders. A table created with an order
+/// records the order's *spec* (bytes the caller chose, such as the
+/// number of fields and their collations) in the catalog; whoever opens
+/// the database later (the integrity check, the free-list rebuild after a
+/// crash, [`crate::WriteTxn::open_table`]) gets the order back from the
+/// spec through this.
+pub trait KeyOrders: Send + Sync {
+    /// The order of a table created with `spec`; an error if the spec is
+    /// unknown or damaged.
+    fn resolve(&self, spec: &[u8]) -> Result<Arc<dyn KeyOrder>>;
+}
 
 #[cfg(test)]
 mod tests {

@@ -7,9 +7,11 @@
 //! [`PageWrite`]; they do not know the node format or the journal mode.
 
 mod cursor;
+mod stable;
 pub mod walk;
 
 pub use cursor::RangeIter;
+pub use stable::{count, Cursor};
 
 use crate::base::{Error, KeyOrder, Pgno, Result};
 use crate::node::{Bytes, InteriorCell, LeafCell, Node, Value};
@@ -751,6 +753,31 @@ pub fn destroy<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrde
         p.free(pg)?;
     }
     Ok(())
+}
+
+/// Remove every entry of a tree and free its pages, keeping the root (an
+/// empty leaf afterwards). Returns the number of entries removed.
+pub fn clear<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder) -> Result<u64> {
+    let n = count(p, root, order)?;
+    let node = p.node(root, order)?;
+    match &*node {
+        Node::Leaf(cells) => {
+            for c in cells {
+                free_value(p, &c.value)?;
+            }
+        }
+        Node::Interior { .. } => {
+            for c in node.children() {
+                destroy(p, c, order)?;
+            }
+        }
+    }
+    let empty = Node::empty_leaf();
+    if !p.fits(root, &empty)? {
+        return Err(corrupt(root, "the format cannot hold an empty root leaf"));
+    }
+    p.put_node(root, empty)?;
+    Ok(n)
 }
 
 enum Op {

@@ -4,10 +4,11 @@
 
 use super::{overflow_pages, MAX_DEPTH};
 use crate::base::Header;
-use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
+use crate::base::{Error, KeyOrder, KeyOrders, Pgno, Result, BYTEWISE};
 use crate::node::{Node, Value};
 use crate::page::{PageRead, PageRole};
 use std::fmt;
+use std::sync::Arc;
 
 /// What the check counted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -211,18 +212,63 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
 /// Pages reachable from the catalog: every tree page and overflow page
 /// (indexed by page number, `0..=page_count`). Used to rebuild an
 /// in-memory free list after a crash.
-pub fn reachable<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<Vec<bool>> {
+pub fn reachable<P: PageRead + ?Sized>(
+    p: &P,
+    header: &Header,
+    orders: Option<&dyn KeyOrders>,
+) -> Result<Vec<bool>> {
     let mut w = Walker {
         p,
         owner: vec![0u8; header.page_count as usize + 1],
         report: CheckReport::default(),
         problems: None,
     };
-    walk_trees(&mut w, header)?;
+    walk_trees(&mut w, header, orders)?;
     Ok(w.owner.iter().map(|&o| o != 0).collect())
 }
 
-fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
+/// A catalog entry's root page and key order: the value is the root page
+/// (u32), then the spec of the table's key order (empty: bytewise).
+fn catalog_entry(
+    catalog: Pgno,
+    name: &[u8],
+    v: &[u8],
+    orders: Option<&dyn KeyOrders>,
+) -> Result<(Pgno, Arc<dyn KeyOrder>)> {
+    let what = || String::from_utf8_lossy(name).into_owned();
+    let Some((root, spec)) = v.split_first_chunk::<4>() else {
+        return Err(bad(
+            catalog,
+            format!("catalog entry {:?} is not a page number", what()),
+        ));
+    };
+    let root = u32::from_be_bytes(*root);
+    if spec.is_empty() {
+        return Ok((root, Arc::new(crate::base::Bytewise)));
+    }
+    match orders {
+        Some(o) => o.resolve(spec).map(|o| (root, o)).map_err(|e| {
+            bad(
+                root,
+                format!("table {:?}: its key order cannot be resolved: {e}", what()),
+            )
+        }),
+        None => Err(bad(
+            root,
+            format!(
+                "table {:?} has its own key order; open the database with its key orders to \
+                 check it",
+                what()
+            ),
+        )),
+    }
+}
+
+fn walk_trees<P: PageRead + ?Sized>(
+    w: &mut Walker<'_, P>,
+    header: &Header,
+    orders: Option<&dyn KeyOrders>,
+) -> Result<()> {
     let mut catalog = Vec::new();
     let walked = w.tree(
         header.catalog_root,
@@ -237,25 +283,11 @@ fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
     // Catalog entries are counted as keys while walking; they are not rows.
     w.report.keys = w.report.keys.saturating_sub(catalog.len() as u64);
     for (name, v) in &catalog {
-        let root: Result<[u8; 4]> = v.as_slice().try_into().map_err(|_| {
-            bad(
-                header.catalog_root,
-                format!(
-                    "catalog entry {:?} is not a page number",
-                    String::from_utf8_lossy(name)
-                ),
-            )
-        });
-        let Some(root) = w.note(root)? else { continue };
-        let walked = w.tree(
-            u32::from_be_bytes(root),
-            None,
-            None,
-            0,
-            &mut Vec::new(),
-            false,
-            &BYTEWISE,
-        );
+        let entry = catalog_entry(header.catalog_root, name, v, orders);
+        let Some((root, order)) = w.note(entry)? else {
+            continue;
+        };
+        let walked = w.tree(root, None, None, 0, &mut Vec::new(), false, &*order);
         if let Some(d) = w.note(walked)? {
             w.report.max_depth = w.report.max_depth.max(d);
         }
@@ -267,8 +299,15 @@ fn walk_trees<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> R
 /// Check the state `p` sees, described by `header`: `Ok` if it is intact,
 /// otherwise a corruption error naming the first damaged page and listing
 /// every problem found ([`check_all`] gives them one by one).
-pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport> {
-    let (report, mut problems) = check_all(p, header);
+///
+/// Tables with their own key order are checked in it, resolved from the
+/// spec in the catalog through `orders`.
+pub fn check<P: PageRead + ?Sized>(
+    p: &P,
+    header: &Header,
+    orders: Option<&dyn KeyOrders>,
+) -> Result<CheckReport> {
+    let (report, mut problems) = check_all(p, header, orders);
     // An I/O error is not damage: pass it on as itself.
     if let Some(i) = problems.iter().position(|e| !e.is_corruption()) {
         return Err(problems.swap_remove(i));
@@ -297,7 +336,11 @@ pub fn check<P: PageRead + ?Sized>(p: &P, header: &Header) -> Result<CheckReport
 /// Check the state `p` sees and return every problem found, not just the
 /// first: a damaged subtree, overflow chain or free-list trunk is reported
 /// and skipped, and the walk goes on with the rest.
-pub fn check_all<P: PageRead + ?Sized>(p: &P, header: &Header) -> (CheckReport, Vec<Error>) {
+pub fn check_all<P: PageRead + ?Sized>(
+    p: &P,
+    header: &Header,
+    orders: Option<&dyn KeyOrders>,
+) -> (CheckReport, Vec<Error>) {
     let n = header.page_count as usize;
     let mut w = Walker {
         p,
@@ -310,19 +353,23 @@ pub fn check_all<P: PageRead + ?Sized>(p: &P, header: &Header) -> (CheckReport, 
     };
     // With `problems` set, the walk records every error instead of
     // returning it; what it still returns is a structural one.
-    if let Err(e) = check_walk(&mut w, header) {
+    if let Err(e) = check_walk(&mut w, header, orders) {
         w.problems.get_or_insert_with(Vec::new).push(e);
     }
     let problems = w.problems.take().unwrap_or_default();
     (w.report, problems)
 }
 
-fn check_walk<P: PageRead + ?Sized>(w: &mut Walker<'_, P>, header: &Header) -> Result<()> {
+fn check_walk<P: PageRead + ?Sized>(
+    w: &mut Walker<'_, P>,
+    header: &Header,
+    orders: Option<&dyn KeyOrders>,
+) -> Result<()> {
     let n = header.page_count as usize;
     let damaged_before = w.problems.as_ref().map_or(0, Vec::len);
     let verified = w.p.verify_page(1, PageRole::Header, &BYTEWISE);
     w.note(verified)?;
-    walk_trees(w, header)?;
+    walk_trees(w, header, orders)?;
     let trees_damaged = w.problems.as_ref().map_or(0, Vec::len) > damaged_before;
     // Free list: in memory (in-page schemes), or a trunk chain plus leaves.
     let mut free = 0u64;

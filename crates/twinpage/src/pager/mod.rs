@@ -57,9 +57,12 @@
 mod alloc;
 mod cache;
 mod freelist;
+mod savepoint;
 mod spare;
 
 use alloc::Alloc;
+pub use savepoint::Savepoint;
+
 use spare::Spare;
 
 pub use cache::{CachedPage, PageCache, ShardedCache};
@@ -110,6 +113,9 @@ pub struct PagerConfig {
     /// Concurrency protocol (`None`: the mode's default, the first its
     /// registry entry allows).
     pub protocol: Option<Protocol>,
+    /// The caller's key orders (tables with their own order are walked in
+    /// it when the free list is rebuilt after a crash).
+    pub key_orders: Option<Arc<dyn crate::base::KeyOrders>>,
 }
 
 struct Shared {
@@ -495,7 +501,7 @@ impl Pager {
                 snap: h,
                 reader: 0,
             };
-            match crate::btree::walk::reachable(&view, &h) {
+            match crate::btree::walk::reachable(&view, &h, self.cfg.key_orders.as_deref()) {
                 Ok(used) => {
                     list = (2..=h.page_count).filter(|&p| !used[p as usize]).collect();
                 }
@@ -729,6 +735,16 @@ impl Pager {
             PagerState::Closed => Err(Error::Closed(self.file_name())),
             _ => Ok(()),
         }
+    }
+
+    /// True once closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// True if opened read-only (P8).
+    pub fn is_read_only(&self) -> bool {
+        self.cfg.read_only
     }
 
     /// The current state.
@@ -1050,6 +1066,8 @@ impl Pager {
                 table: NO_TABLE,
                 ..ReadSet::default()
             }),
+            generation: 0,
+            spills: 0,
         })
     }
 
@@ -1186,6 +1204,7 @@ impl Pager {
 
     /// Write the dirty set through the journal before commit.
     fn spill(&self, st: &mut WriteState) -> Result<()> {
+        st.spills += 1;
         self.take_exclusive(st)?;
         let _g = self.commit_lock.lock();
         self.phase(st, TxnPhase::Spilled)?;
@@ -1561,6 +1580,10 @@ pub struct WriteState {
     /// Committed pages read, when the protocol tracks reads or names
     /// conflicts. Behind a mutex because reads take `&self`.
     reads: Mutex<ReadSet>,
+    /// Bumped by every put or free ([`PageRead::generation`]).
+    generation: u64,
+    /// Spills so far (a savepoint cannot undo one).
+    spills: u64,
 }
 
 /// The committed pages a write transaction read, each with the table it
@@ -1705,6 +1728,7 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
     /// Before `pgno` is put: a page put a second time (or freed) has no
     /// single changed cell any more.
     fn mark_put(&mut self, pgno: Pgno) {
+        self.st.generation += 1;
         if self.st.dirty.contains_key(&pgno) {
             self.st.changed.insert(pgno, CHANGED_MORE);
         } else {
@@ -1788,6 +1812,10 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         all.extend(self.st.held.iter().copied());
         Some(all)
     }
+
+    fn generation(&self) -> u64 {
+        self.st.generation
+    }
 }
 
 impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
@@ -1845,6 +1873,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
     fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
         self.check_range(pgno)?;
         self.first_write(pgno)?;
+        self.st.generation += 1;
         self.st.changed.insert(pgno, CHANGED_MORE);
         if data.len() != self.pager.db.page_size {
             return Err(Error::InvalidArgument(format!(
@@ -1902,6 +1931,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             ));
         }
         self.first_write(pgno)?;
+        self.st.generation += 1;
         self.st.changed.insert(pgno, CHANGED_MORE);
         self.st.dirty.remove(&pgno);
         self.st.freed.push(pgno);
