@@ -726,6 +726,9 @@ SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *pCur, const BtreePayload *pX, in
   (void)seekResult;
   if( rc ) return rc;
   if( !pCur->wrFlag ) return SQLITE_READONLY;
+  /* The VDBE's transfer optimization: sqlite3BtreeTransferRow (OP_RowCell)
+  ** already inserted the row this call would write from a prepared cell. */
+  if( flags & BTREE_PREFORMAT ) return SQLITE_OK;
   if( pCur->curIntKey ){
     rc = twinpage_bt_insert(pCur->pCur, pX->nKey, 0, 0, pX->pData, pX->nData, pX->nZero,
         (flags & BTREE_SAVEPOSITION)!=0, &pCur->row);

@@ -201,16 +201,27 @@ impl Connection {
         }
     }
 
-    /// Compile one statement.
+    /// Compile one statement (more than one is an error, as in rusqlite:
+    /// use [`Connection::execute_batch`]).
     pub fn prepare(&self, sql: &str) -> Result<Statement<'_>> {
         let text = cstr(sql)?;
         let mut stmt = std::ptr::null_mut();
+        let mut tail: *const c_char = std::ptr::null();
         // SAFETY: valid pointers.
-        let rc = unsafe {
-            ffi::sqlite3_prepare_v2(self.db, text.as_ptr(), -1, &mut stmt, std::ptr::null_mut())
-        };
+        let rc =
+            unsafe { ffi::sqlite3_prepare_v2(self.db, text.as_ptr(), -1, &mut stmt, &mut tail) };
         if rc != ffi::SQLITE_OK {
             return Err(self.error(rc));
+        }
+        // SAFETY: tail points into `text`, NUL-terminated.
+        let rest = unsafe { CStr::from_ptr(tail) }.to_bytes();
+        if rest.iter().any(|b| !b.is_ascii_whitespace() && *b != b';') {
+            // SAFETY: stmt (possibly null) came from prepare.
+            unsafe { ffi::sqlite3_finalize(stmt) };
+            return Err(Error {
+                code: 1,
+                message: "Multiple statements provided".into(),
+            });
         }
         if stmt.is_null() {
             return Err(Error {

@@ -476,7 +476,10 @@ fn second_open_is_locked_across_exchanges() {
             JournalMode::ShadowX,
             JournalMode::Persist,
         ] {
-            match Db::open(&p, o(m)) {
+            // Its own file system handle: an opener that does not share
+            // the open database, as another process.
+            let other = o(m).vfs(std::sync::Arc::new(twinpage::storage::OsVfs::new()));
+            match Db::open(&p, other) {
                 Err(Error::Locked(x)) => assert_eq!(x, p),
                 Err(e) => panic!("{m}: expected Locked, got {e}"),
                 Ok(_) => panic!("{m}: expected Locked, got a second handle"),

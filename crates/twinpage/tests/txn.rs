@@ -87,13 +87,19 @@ fn writer_is_busy_while_a_reader_holds_shared() {
     db.check().unwrap();
 }
 
+/// Another opener that does not share the open database (another
+/// process; here, its own file system handle) finds the file locked. (A
+/// second `Db::open` through the same file system shares it: tests/tables.rs.)
 #[test]
 fn second_open_of_the_same_file_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lock.db");
     let opts = Options::default().busy_timeout(Duration::from_millis(20));
     let db = Db::open(&path, opts.clone()).unwrap();
-    match Db::open(&path, opts.clone()) {
+    let other = opts
+        .clone()
+        .vfs(std::sync::Arc::new(twinpage::storage::OsVfs::new()));
+    match Db::open(&path, other) {
         Err(Error::Locked(p)) => assert_eq!(p, path),
         Err(e) => panic!("expected Locked, got {e}"),
         Ok(_) => panic!("expected Locked, got a second handle"),

@@ -22,6 +22,7 @@ pub mod engines;
 pub mod readers;
 pub mod recovery;
 pub mod report;
+pub mod trace;
 pub mod workload;
 
 use blockdev::{BlockDev, DiskStat, Ext4Image};
@@ -105,6 +106,8 @@ pub enum BenchCmd {
     /// CPU per operation with the disk out of the picture (synchronous=off
     /// or in memory), twinpage's API beside SQLite's prepared statements.
     Cpu(cpu::CpuArgs),
+    /// Replay real app SQL traces on stock SQLite and twinpage-SQL.
+    Trace(trace::TraceArgs),
     /// Internal: one engine and operation, for instruction counters.
     #[command(hide = true)]
     CpuChild(cpu::CpuChildArgs),
@@ -243,6 +246,7 @@ pub fn run(a: Args) -> twinpage::Result<i32> {
         Some(BenchCmd::Recovery(r)) => recovery::run(&r),
         Some(BenchCmd::Readers(r)) => readers::run(&r),
         Some(BenchCmd::Cpu(c)) => cpu::run(&c),
+        Some(BenchCmd::Trace(t)) => trace::run(&t),
         Some(BenchCmd::CpuChild(c)) => cpu::child(&c),
         Some(BenchCmd::CrashChild(c)) => recovery::child(&c),
     };
