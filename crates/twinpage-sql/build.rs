@@ -16,6 +16,7 @@ use std::process::Command;
 const CUT_FROM: &str = "/************** Begin file pager.c ";
 const CUT_TO: &str = "/************** End of backup.c ";
 const MODENAME: &str = "SQLITE_PRIVATE const char *sqlite3JournalModename(int eMode){";
+const SERIALIZE: &str = "SQLITE_API unsigned char *sqlite3_serialize(";
 
 fn main() {
     let inc =
@@ -43,6 +44,15 @@ fn main() {
         MODENAME,
         "static const char *tpStockJournalModename(int eMode){",
     );
+    // sqlite3_serialize copies SQLite pages (zeros where it cannot read
+    // one): ours refuses instead (csrc/tp_pager.c).
+    // (The last occurrence is the definition; the first, the prototype.)
+    let at = amal.rfind(SERIALIZE).expect("sqlite3_serialize");
+    let amal = format!(
+        "{}static unsigned char *tpStockSerialize({}",
+        &amal[..at],
+        &amal[at + SERIALIZE.len()..]
+    );
     let file = out.join("tp_sqlite3.c");
     fs::write(&file, amal).expect("write the amalgamation");
 
@@ -67,17 +77,19 @@ fn main() {
         .define("SQLITE_ENABLE_RTREE", None)
         .define("SQLITE_ENABLE_STAT4", None)
         .define("SQLITE_SOUNDEX", None)
+        // What distributions' shells use beyond rusqlite's options.
+        .define("SQLITE_ENABLE_SESSION", None)
+        .define("SQLITE_ENABLE_PREUPDATE_HOOK", None)
         .define("SQLITE_THREADSAFE", "1")
         .define("SQLITE_USE_URI", None)
         .define("HAVE_USLEEP", "1")
         .define("HAVE_ISNAN", None)
         .define("HAVE_LOCALTIME_R", None)
         .define("HAVE_FDATASYNC", "1")
-        // What needs SQLite's own pager or shared cache is left out: the
-        // shared-cache mode, sqlite3_deserialize's memory VFS and the
-        // dbstat table read SQLite pages, which twinpage files do not have.
+        // Shared cache and auto-vacuum are left out: connections of one
+        // process share a twinpage database anyway, and twinpage never
+        // moves a root page.
         .define("SQLITE_OMIT_SHARED_CACHE", None)
-        .define("SQLITE_OMIT_DESERIALIZE", None)
         .define("SQLITE_OMIT_AUTOVACUUM", None)
         .define("NDEBUG", None);
     b.compile("twinpage_sqlite3_std");

@@ -9,7 +9,7 @@ fn main() {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let map = out.join("sqlite3.map");
     // Merged with rustc's own version script: SQLite's API becomes global.
-    std::fs::write(&map, "{ global: sqlite3_*; };\n").unwrap();
+    std::fs::write(&map, "{ global: sqlite3*; };\n").unwrap();
     println!(
         "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
         map.display()

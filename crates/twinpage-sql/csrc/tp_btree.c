@@ -260,8 +260,9 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(
             || strcmp(zFilename, ":memory:")==0 || (vfsFlags & SQLITE_OPEN_MEMORY)!=0;
   const char *zMode = 0, *zConc = 0, *zSync = 0;
   int pageSize = 0;
-  (void)pVfs;
   *ppBtree = 0;
+  /* sqlite3_deserialize's memory VFS holds SQLite pages: not ours. */
+  if( pVfs && pVfs->zName && strcmp(pVfs->zName, "memdb")==0 ) return SQLITE_CANTOPEN_BKPT;
   if( !isTemp && (vfsFlags & SQLITE_OPEN_URI)!=0 ){
     zMode = sqlite3_uri_parameter(zFilename, "journal_mode");
     zConc = sqlite3_uri_parameter(zFilename, "concurrency");
@@ -344,6 +345,11 @@ SQLITE_PRIVATE int sqlite3BtreeBeginTrans(Btree *p, int wrflag, int *pSchemaVers
   int rc;
   if( wrflag && twinpage_bt_read_only(p->pConn) ) return SQLITE_READONLY;
   rc = twinpage_bt_begin(p->pConn, wrflag);
+  if( rc==SQLITE_OK && wrflag ){
+    /* As btree.c: the open SAVEPOINTs each get their savepoint now, before
+    ** this statement changes anything. */
+    rc = twinpage_bt_savepoints_open(p->pConn, p->db->nSavepoint);
+  }
   if( rc==SQLITE_OK ){
     p->inTrans = (u8)twinpage_bt_txn_state(p->pConn);
     if( pSchemaVersion ){
@@ -371,7 +377,10 @@ SQLITE_PRIVATE int sqlite3BtreeCommit(Btree *p){
 }
 SQLITE_PRIVATE int sqlite3BtreeRollback(Btree *p, int tripCode, int writeOnly){
   int rc;
-  if( p->inTrans==SQLITE_TXN_WRITE || !writeOnly ){
+  /* As btree.c: with an error code the cursors are tripped (the write
+  ** cursors only, when the read transaction stays); without one they
+  ** stay and find their keys again. */
+  if( tripCode!=SQLITE_OK ){
     tpTripCursors(p, tripCode, writeOnly);
   }
   rc = twinpage_bt_rollback(p->pConn, writeOnly);

@@ -122,6 +122,16 @@ SQLITE_PRIVATE void sqlite3PagerUnref(DbPage *pPg){ (void)pPg; }
 
 SQLITE_API sqlite3_file *sqlite3_database_file_object(const char *zName){ (void)zName; return 0; }
 
+/* A serialization is an SQLite file image; a twinpage database has none:
+** NULL, SQLite's answer when it cannot serialize. */
+SQLITE_API unsigned char *sqlite3_serialize(
+  sqlite3 *db, const char *zSchema, sqlite3_int64 *piSize, unsigned int mFlags
+){
+  (void)db; (void)zSchema; (void)mFlags;
+  if( piSize ) *piSize = -1;
+  return 0;
+}
+
 /* Shared-cache mode does not exist here: connections of one process share
 ** a twinpage database anyway (twinpage::Db::open). */
 SQLITE_API int sqlite3_enable_shared_cache(int enable){ (void)enable; return SQLITE_OK; }

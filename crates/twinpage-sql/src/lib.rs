@@ -14,3 +14,4 @@ mod ffi;
 pub mod shim;
 
 pub use api::{Connection, Error, Result, Row, Rows, Statement, Value};
+pub use shim::set_file_system;

@@ -201,6 +201,17 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(SQLITE_INTERNAL)
 }
 
+/// The file system databases opened by path use (`None`: the OS).
+static FILE_SYSTEM: parking_lot::Mutex<Option<Arc<dyn twinpage::Vfs>>> =
+    parking_lot::Mutex::new(None);
+
+/// Open databases (other than in-memory and temporary ones) on `vfs`
+/// instead of the OS from now on, in this process (`None`: the OS again).
+/// The crash tests run SQL on the simulated crash file system this way.
+pub fn set_file_system(vfs: Option<Arc<dyn twinpage::Vfs>>) {
+    *FILE_SYSTEM.lock() = vfs;
+}
+
 fn mode_list() -> &'static [JournalMode] {
     JournalMode::ALL
 }
@@ -249,14 +260,38 @@ impl TpConn {
 
     /// Close and reopen with `opts` (a new mode or sync level); on failure
     /// the database is reopened as it was.
+    ///
+    /// A read transaction (the pragma's own) ends and a new one starts on
+    /// the reopened database; a write transaction refuses.
     fn reopen(&mut self, opts: Options) -> twinpage::Result<()> {
-        if !matches!(self.txn, Txn::None) {
-            return Err(Error::Busy("a transaction is open".into()));
-        }
+        let reading = match self.txn {
+            Txn::None => false,
+            Txn::Read(_) => true,
+            Txn::Write { .. } => return Err(Error::Busy("a write transaction is open".into())),
+        };
+        self.txn = Txn::None;
         if let Some(db) = self.db.take() {
+            // Before the first write the file holds nothing but twinpage's
+            // empty catalog: a mode of another page format starts it anew
+            // (twinpage cannot convert a written file between formats).
+            let s = db.stats();
+            let fresh = s.page_count <= 2
+                && db
+                    .begin_read()
+                    .and_then(|r| r.tables())
+                    .is_ok_and(|t| t.is_empty());
+            let other_format =
+                s.mode.node_format().name() != opts.journal_mode.node_format().name();
             db.close()?;
+            if fresh && other_format {
+                let vfs: Arc<dyn twinpage::Vfs> = match &opts.vfs {
+                    Some(v) => v.clone(),
+                    None => Arc::new(twinpage::storage::OsVfs::new()),
+                };
+                vfs.remove(&self.path)?;
+            }
         }
-        match Db::open(&self.path, opts.clone()) {
+        let r = match Db::open(&self.path, opts.clone()) {
             Ok(db) => {
                 self.db = Some(db);
                 self.opts = opts;
@@ -266,7 +301,11 @@ impl TpConn {
                 self.db = Some(Self::open_db(&self.path, &self.opts)?);
                 Err(e)
             }
+        };
+        if reading {
+            self.txn = Txn::Read(self.db()?.begin_read()?);
         }
+        r
     }
 
     fn view(&self) -> twinpage::Result<&dyn twinpage::page::PageRead> {
@@ -423,6 +462,9 @@ pub unsafe extern "C" fn twinpage_bt_open(
         } else {
             // SAFETY: per the contract above.
             let p = unsafe { opt_str(path) }.ok_or((SQLITE_CANTOPEN, "bad path".into()))?;
+            if let Some(fs) = FILE_SYSTEM.lock().clone() {
+                opts = opts.vfs(fs);
+            }
             PathBuf::from(p)
         };
         let bad = |e: Error| (code(&e), e.to_string());

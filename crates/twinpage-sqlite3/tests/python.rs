@@ -1,17 +1,21 @@
 //! Python's `sqlite3` module, unchanged, on this library (through
 //! `LD_LIBRARY_PATH`): it creates, fills and queries a twinpage file, and
-//! `PRAGMA integrity_check` runs twinpage's check. The same for the
-//! system's `sqlite3` shell when it links SQLite dynamically.
+//! `PRAGMA integrity_check` runs twinpage's check. (A distribution's
+//! `sqlite3` shell refuses to run on another SQLite version than it was
+//! built with, and `shell.c` is not in the pinned crate: see docs/SQL.md.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A directory holding `libsqlite3.so.0`: the library cargo built.
 fn lib_dir(tmp: &Path) -> PathBuf {
+    // The test binary is in target/<profile>/deps, beside the library.
     let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().unwrap().parent().unwrap();
-    let so = target.join("libsqlite3.so");
-    assert!(so.exists(), "{} not built", so.display());
+    let deps = exe.parent().unwrap();
+    let so = [deps.join("libsqlite3.so"), deps.join("../libsqlite3.so")]
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("libsqlite3.so built by cargo");
     let dir = tmp.join("lib");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(&so, dir.join("libsqlite3.so.0")).unwrap();
@@ -23,7 +27,7 @@ import sqlite3, sys
 path = sys.argv[1]
 print("version", sqlite3.sqlite_version)
 con = sqlite3.connect(path)
-con.execute("PRAGMA journal_mode=dhl-cc")
+con.execute("PRAGMA journal_mode='dhl-cc'")
 con.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, title TEXT UNIQUE, body TEXT)")
 con.execute("CREATE INDEX notes_body ON notes(body)")
 with con:
@@ -80,36 +84,4 @@ fn python_sqlite3_module_on_a_twinpage_file() {
     // A twinpage file, not an SQLite one.
     let head = std::fs::read(&db).unwrap();
     assert!(head.starts_with(b"twinpage fmt v1"), "not a twinpage file");
-}
-
-#[test]
-fn sqlite3_shell_on_a_twinpage_file() {
-    let shell = Path::new("/usr/bin/sqlite3");
-    let linked = Command::new("ldd")
-        .arg(shell)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libsqlite3.so.0"))
-        .unwrap_or(false);
-    if !linked {
-        eprintln!("no dynamically linked sqlite3 shell on this machine: nothing to run");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let lib = lib_dir(tmp.path());
-    let db = tmp.path().join("shell.db");
-    let out = Command::new(shell)
-        .arg(&db)
-        .arg("CREATE TABLE t(a, b); INSERT INTO t VALUES (1, 'one'), (2, 'two'); SELECT sqlite_version(), count(*), group_concat(b) FROM t; PRAGMA integrity_check;")
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("3.50.2|2|one,two"), "{stdout}");
-    assert!(stdout.lines().any(|l| l == "ok"), "{stdout}");
-    assert!(std::fs::read(&db).unwrap().starts_with(b"twinpage fmt v1"));
 }

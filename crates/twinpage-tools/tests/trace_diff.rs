@@ -28,7 +28,11 @@ fn serial_replay_matches_stock_sqlite_in_every_mode() {
         let dir = root.join(app);
         let work = tempfile::tempdir().unwrap();
         let stock = serial_outcomes(&Side::Sqlite("wal".into()), &dir, work.path(), "off").unwrap();
-        let selects = stock.0.iter().filter(|o| matches!(o, Outcome::Rows(_))).count();
+        let selects = stock
+            .0
+            .iter()
+            .filter(|o| matches!(o, Outcome::Rows(_)))
+            .count();
         assert!(selects > 0, "{app}: no SELECT in the trace");
         for mode in twinpage::JournalMode::ALL {
             let side = Side::Twinpage(mode.name().to_string());
