@@ -1197,6 +1197,27 @@ pub unsafe extern "C" fn twinpage_bt_cursor_close(c: *mut TpCur) {
     }
 }
 
+/// Move the cursor with `f` (given its tree and the transaction's view),
+/// then describe where it is in `row`.
+fn move_cursor(
+    c: &mut TpCur,
+    row: &mut TpRow,
+    f: impl FnOnce(&mut Cursor, &dyn twinpage::page::PageRead) -> twinpage::Result<bool>,
+) -> c_int {
+    guard(|| {
+        let r = (|| {
+            let view_conn = c.conn;
+            if let Some((_, cursor)) = c.table()? {
+                // SAFETY: see TpCur::conn.
+                let view = unsafe { &*view_conn }.view()?;
+                f(cursor, view)?;
+            }
+            c.fill(row)
+        })();
+        cur_result(c, r)
+    })
+}
+
 /// Move to the first (or, with `last`, the last) entry.
 ///
 /// # Safety
@@ -1205,21 +1226,12 @@ pub unsafe extern "C" fn twinpage_bt_cursor_close(c: *mut TpCur) {
 pub unsafe extern "C" fn twinpage_bt_first(c: *mut TpCur, last: c_int, row: *mut TpRow) -> c_int {
     // SAFETY: per the contract.
     let (c, row) = unsafe { (cur(c), &mut *row) };
-    guard(|| {
-        let r = (|| {
-            let view_conn = c.conn;
-            if let Some((_, cursor)) = c.table()? {
-                // SAFETY: see TpCur::conn.
-                let view = unsafe { &*view_conn }.view()?;
-                if last != 0 {
-                    cursor.last(view)?;
-                } else {
-                    cursor.first(view)?;
-                }
-            }
-            c.fill(row)
-        })();
-        cur_result(c, r)
+    move_cursor(c, row, |cursor, view| {
+        if last != 0 {
+            cursor.last(view)
+        } else {
+            cursor.first(view)
+        }
     })
 }
 
@@ -1231,21 +1243,12 @@ pub unsafe extern "C" fn twinpage_bt_first(c: *mut TpCur, last: c_int, row: *mut
 pub unsafe extern "C" fn twinpage_bt_step(c: *mut TpCur, forward: c_int, row: *mut TpRow) -> c_int {
     // SAFETY: per the contract.
     let (c, row) = unsafe { (cur(c), &mut *row) };
-    guard(|| {
-        let r = (|| {
-            let view_conn = c.conn;
-            if let Some((_, cursor)) = c.table()? {
-                // SAFETY: see TpCur::conn.
-                let view = unsafe { &*view_conn }.view()?;
-                if forward != 0 {
-                    cursor.next(view)?;
-                } else {
-                    cursor.prev(view)?;
-                }
-            }
-            c.fill(row)
-        })();
-        cur_result(c, r)
+    move_cursor(c, row, |cursor, view| {
+        if forward != 0 {
+            cursor.next(view)
+        } else {
+            cursor.prev(view)
+        }
     })
 }
 

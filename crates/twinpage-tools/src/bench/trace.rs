@@ -49,6 +49,10 @@ pub struct TraceArgs {
     pub ext4_image: Option<String>,
 }
 
+/// The apps ran with SQLite's default, foreign keys off; the pinned build
+/// (as rusqlite's) turns them on by default, so both sides turn them off.
+const FOREIGN_KEYS: &str = "PRAGMA foreign_keys=OFF;";
+
 /// Which engine replays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Side {
@@ -141,6 +145,7 @@ impl Conn {
     pub fn open(side: &Side, path: &Path, sync: &str) -> Result<Conn, String> {
         match side {
             Side::Sqlite(mode) => {
+                vfs::register()?;
                 let c = rusqlite::Connection::open_with_flags_and_vfs(
                     path,
                     rusqlite::OpenFlags::default(),
@@ -150,7 +155,7 @@ impl Conn {
                 c.busy_timeout(Duration::from_secs(5))
                     .map_err(|e| e.to_string())?;
                 c.execute_batch(&format!(
-                    "PRAGMA journal_mode={mode}; PRAGMA synchronous={sync};"
+                    "PRAGMA journal_mode={mode}; PRAGMA synchronous={sync}; {FOREIGN_KEYS}"
                 ))
                 .map_err(|e| e.to_string())?;
                 Ok(Conn::Sqlite(c))
@@ -162,6 +167,7 @@ impl Conn {
                 );
                 let c = twinpage_sql::Connection::open(uri).map_err(|e| e.to_string())?;
                 c.busy_timeout(5000);
+                c.execute_batch(FOREIGN_KEYS).map_err(|e| e.to_string())?;
                 Ok(Conn::Twinpage(c))
             }
         }

@@ -732,34 +732,31 @@ pub fn delete<P: PageWrite + ?Sized>(
 
 /// Free every page of a tree, root included.
 pub fn destroy<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder) -> Result<()> {
-    let mut stack = vec![(root, 0usize)];
-    while let Some((pg, depth)) = stack.pop() {
-        if depth > MAX_DEPTH {
-            return Err(corrupt(pg, "tree deeper than the maximum"));
-        }
-        let node = p.node(pg, order)?;
-        match &*node {
-            Node::Leaf(cells) => {
-                for c in cells {
-                    free_value(p, &c.value)?;
-                }
-            }
-            Node::Interior { .. } => {
-                for c in node.children() {
-                    stack.push((c, depth + 1));
-                }
-            }
-        }
-        p.free(pg)?;
-    }
-    Ok(())
+    destroy_at(p, root, order, 0)
 }
 
-/// Remove every entry of a tree and free its pages, keeping the root (an
-/// empty leaf afterwards). Returns the number of entries removed.
-pub fn clear<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder) -> Result<u64> {
-    let n = count(p, root, order)?;
-    let node = p.node(root, order)?;
+fn destroy_at<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pg: Pgno,
+    order: &dyn KeyOrder,
+    depth: usize,
+) -> Result<()> {
+    free_below(p, pg, order, depth)?;
+    p.free(pg)
+}
+
+/// Free what page `pg` holds (a leaf's overflow values, or every subtree
+/// of an interior node), not `pg` itself.
+fn free_below<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pg: Pgno,
+    order: &dyn KeyOrder,
+    depth: usize,
+) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(corrupt(pg, "tree deeper than the maximum"));
+    }
+    let node = p.node(pg, order)?;
     match &*node {
         Node::Leaf(cells) => {
             for c in cells {
@@ -768,10 +765,18 @@ pub fn clear<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder)
         }
         Node::Interior { .. } => {
             for c in node.children() {
-                destroy(p, c, order)?;
+                destroy_at(p, c, order, depth + 1)?;
             }
         }
     }
+    Ok(())
+}
+
+/// Remove every entry of a tree and free its pages, keeping the root (an
+/// empty leaf afterwards). Returns the number of entries removed.
+pub fn clear<P: PageWrite + ?Sized>(p: &mut P, root: Pgno, order: &dyn KeyOrder) -> Result<u64> {
+    let n = count(p, root, order)?;
+    free_below(p, root, order, 0)?;
     let empty = Node::empty_leaf();
     if !p.fits(root, &empty)? {
         return Err(corrupt(root, "the format cannot hold an empty root leaf"));
