@@ -478,16 +478,8 @@ pub unsafe extern "C" fn twinpage_bt_open(
         }
         // SAFETY: per the contract above.
         if let Some(c) = unsafe { opt_str(concurrency) } {
-            let spec = opts.journal_mode.spec();
-            if !spec.protocols.iter().any(|p| p.name() == c) {
-                return Err((
-                    SQLITE_ERROR,
-                    format!(
-                        "concurrency {c:?} is not available in journal mode {}",
-                        opts.journal_mode
-                    ),
-                ));
-            }
+            // Checked against the mode's registry entry when the database opens.
+            opts.set("concurrency", c).map_err(bad)?;
         }
         if page_size > 0 {
             opts.page_size = page_size as usize;

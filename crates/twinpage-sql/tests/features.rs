@@ -253,3 +253,26 @@ fn two_connections_share_a_database() {
     let count = |c: &Connection| c.query("SELECT count(*) FROM t", &[]).unwrap()[0][0].clone();
     assert_eq!(count(&a), count(&b));
 }
+
+#[test]
+fn a_concurrency_protocol_by_uri() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = format!(
+        "file:{}?journal_mode=wal&concurrency=begin-concurrent",
+        dir.path().join("c.db").display()
+    );
+    let a = Connection::open(&uri).unwrap();
+    let b = Connection::open(&uri).unwrap();
+    a.execute_batch("CREATE TABLE t(x INTEGER PRIMARY KEY, y)")
+        .unwrap();
+    a.execute_batch("INSERT INTO t VALUES (1, 'a')").unwrap();
+    b.execute_batch("INSERT INTO t VALUES (2, 'b')").unwrap();
+    assert_eq!(
+        a.query("SELECT count(*) FROM t", &[]).unwrap(),
+        vec![vec![Value::Integer(2)]]
+    );
+    assert_eq!(
+        b.query("PRAGMA integrity_check", &[]).unwrap(),
+        vec![vec![Value::Text("ok".into())]]
+    );
+}
