@@ -19,6 +19,7 @@
 pub mod blockdev;
 pub mod cpu;
 pub mod engines;
+pub mod figure;
 pub mod readers;
 pub mod recovery;
 pub mod report;
@@ -114,6 +115,9 @@ pub enum BenchCmd {
     /// Internal: the process the recovery benchmark kills.
     #[command(hide = true)]
     CrashChild(recovery::ChildArgs),
+    /// One figure of a paper (`list` shows them): table, the paper's
+    /// claims beside ours, JSON and chart.
+    Figure(figure::FigureArgs),
 }
 
 /// Where the benchmark runs.
@@ -249,6 +253,7 @@ pub fn run(a: Args) -> twinpage::Result<i32> {
         Some(BenchCmd::Trace(t)) => trace::run(&t),
         Some(BenchCmd::CpuChild(c)) => cpu::child(&c),
         Some(BenchCmd::CrashChild(c)) => recovery::child(&c),
+        Some(BenchCmd::Figure(f)) => figure::run(&f),
     };
     match r {
         Ok(()) => Ok(0),
@@ -674,7 +679,7 @@ pub fn host_load() -> String {
     )
 }
 
-fn print_header(title: &str, env: &mut Env, extra: &[(String, String)]) {
+pub(crate) fn print_header(title: &str, env: &mut Env, extra: &[(String, String)]) {
     env.notes.push(("host load, start".into(), host_load()));
     println!("{title}");
     for (k, v) in extra.iter().chain(env.notes.iter()) {

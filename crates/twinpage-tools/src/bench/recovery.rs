@@ -159,7 +159,8 @@ pub struct RecoveryResult {
 }
 
 impl RecoveryResult {
-    fn median_ms(times: &[Duration]) -> Option<f64> {
+    /// Median of `times` in milliseconds.
+    pub fn median_ms(times: &[Duration]) -> Option<f64> {
         let mut v: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         v.sort_by(|a, b| a.total_cmp(b));
         match v.len() {
@@ -169,7 +170,8 @@ impl RecoveryResult {
         }
     }
 
-    fn outcome(&self) -> &'static str {
+    /// Rolled back, committed or TORN (a failure).
+    pub fn outcome(&self) -> &'static str {
         if self.rows_after == self.warm {
             "rolled back"
         } else if self.rows_after == self.warm + u64::from(self.records) {
@@ -179,7 +181,8 @@ impl RecoveryResult {
         }
     }
 
-    fn killed(&self) -> &'static str {
+    /// When the child was killed: mid-commit, after commit or mixed.
+    pub fn killed(&self) -> &'static str {
         if self.mid_commit.iter().all(|m| *m) {
             "mid-commit"
         } else if self.mid_commit.iter().all(|m| !*m) {
@@ -301,6 +304,55 @@ fn one(
 
 /// Run the recovery benchmark.
 pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
+    let m = measure(a)?;
+    let Measured {
+        results,
+        mut env,
+        locked,
+        cold_note,
+    } = m;
+    print_table(&results);
+    let end = super::host_load();
+    println!();
+    println!("host load at the end: {end}");
+    env.notes.push(("host load, end".into(), end));
+    if let Some(path) = &a.json {
+        let runs: Vec<_> = results.iter().map(|r| r.json(a.record_size)).collect();
+        let env_notes: serde_json::Map<String, serde_json::Value> = env
+            .notes
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        let doc = json!({
+            "tool": "twinpage bench recovery",
+            "code_mlocked": locked,
+            "note": cold_note,
+            "environment": env_notes,
+            "runs": runs,
+        });
+        let text =
+            serde_json::to_string_pretty(&doc).map_err(|e| BenchError::Msg(e.to_string()))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| BenchError::Io(format!("write {}", path.display()), e))?;
+        println!("JSON written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// What [`measure`] found, with the environment it ran in.
+pub struct Measured {
+    /// One result per engine, warm size and transaction size.
+    pub results: Vec<RecoveryResult>,
+    /// The environment (its notes are printed and saved).
+    pub env: Env,
+    /// The benchmark's own code was locked in memory for cold opens.
+    pub locked: bool,
+    /// Why cold opens were not measured, if they were not.
+    pub cold_note: String,
+}
+
+/// Crash every engine in every cell and time its recovery.
+pub fn measure(a: &RecoveryArgs) -> Result<Measured, BenchError> {
     let list = if a.engines.is_empty() {
         engines::default_engines()
             .into_iter()
@@ -448,56 +500,39 @@ pub fn run(a: &RecoveryArgs) -> Result<(), BenchError> {
         }
     }
     pb.finish_and_clear();
-    print_table(&results);
-    let end = super::host_load();
-    println!();
-    println!("host load at the end: {end}");
-    env.notes.push(("host load, end".into(), end));
-    if let Some(path) = &a.json {
-        let runs: Vec<_> = results
-            .iter()
-            .map(|r| {
-                json!({
-                    "engine": r.engine,
-                    "warm_rows": r.warm,
-                    "records": r.records,
-                    "record_size": a.record_size,
-                    "killed": r.killed(),
-                    "leftover_aux_bytes": r.leftover_aux_bytes,
-                    "recovery_ms_cold": RecoveryResult::median_ms(&r.cold),
-                    "recovery_ms_warm": RecoveryResult::median_ms(&r.warm_times),
-                    "recovery_ms_cold_each": r.cold.iter().map(|t| t.as_secs_f64() * 1e3).collect::<Vec<_>>(),
-                    "recovery_ms_warm_each": r.warm_times.iter().map(|t| t.as_secs_f64() * 1e3).collect::<Vec<_>>(),
-                    "rows_after": r.rows_after,
-                    "outcome": r.outcome(),
-                    "recovery_writes": r.io.write_calls,
-                    "recovery_reads": r.io.read_calls,
-                    "recovery_syncs": r.io.fdatasync + r.io.fsync + r.io.dir_syncs,
-                    "recovery_truncates": r.io.truncates,
-                    "recovery_removes": r.io.removes,
-                    "detail": r.detail,
-                })
-            })
-            .collect();
-        let env_notes: serde_json::Map<String, serde_json::Value> = env
-            .notes
-            .iter()
-            .map(|(k, v)| (k.clone(), json!(v)))
-            .collect();
-        let doc = json!({
-            "tool": "twinpage bench recovery",
-            "code_mlocked": locked,
-            "note": cold_note,
-            "environment": env_notes,
-            "runs": runs,
-        });
-        let text =
-            serde_json::to_string_pretty(&doc).map_err(|e| BenchError::Msg(e.to_string()))?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| BenchError::Io(format!("write {}", path.display()), e))?;
-        println!("JSON written to {}", path.display());
+    Ok(Measured {
+        results,
+        env,
+        locked,
+        cold_note,
+    })
+}
+
+impl RecoveryResult {
+    /// The JSON object of one result (fields in docs/BENCH.md).
+    pub fn json(&self, record_size: usize) -> serde_json::Value {
+        let r = self;
+        json!({
+            "engine": r.engine,
+            "warm_rows": r.warm,
+            "records": r.records,
+            "record_size": record_size,
+            "killed": r.killed(),
+            "leftover_aux_bytes": r.leftover_aux_bytes,
+            "recovery_ms_cold": RecoveryResult::median_ms(&r.cold),
+            "recovery_ms_warm": RecoveryResult::median_ms(&r.warm_times),
+            "recovery_ms_cold_each": r.cold.iter().map(|t| t.as_secs_f64() * 1e3).collect::<Vec<_>>(),
+            "recovery_ms_warm_each": r.warm_times.iter().map(|t| t.as_secs_f64() * 1e3).collect::<Vec<_>>(),
+            "rows_after": r.rows_after,
+            "outcome": r.outcome(),
+            "recovery_writes": r.io.write_calls,
+            "recovery_reads": r.io.read_calls,
+            "recovery_syncs": r.io.fdatasync + r.io.fsync + r.io.dir_syncs,
+            "recovery_truncates": r.io.truncates,
+            "recovery_removes": r.io.removes,
+            "detail": r.detail,
+        })
     }
-    Ok(())
 }
 
 fn print_table(rs: &[RecoveryResult]) {

@@ -157,7 +157,7 @@ impl Summary {
             max_us: m(&|r| us(r.latency.max())),
             mean_us: m(&|r| r.latency.mean() / 1000.0),
             io: first.io,
-            io_identical: runs.iter().all(|r| r.io == first.io),
+            io_identical: runs.iter().all(|r| r.io.counts() == first.io.counts()),
             block,
             db_bytes: first.db_bytes,
             aux_bytes: first.aux_bytes,
@@ -394,6 +394,8 @@ fn io_json(io: &IoSnapshot) -> Value {
         "removes": io.removes,
         "truncates": io.truncates,
         "dir_syncs": io.dir_syncs,
+        "write_ns": io.write_ns,
+        "sync_ns": io.sync_ns,
     })
 }
 
@@ -530,7 +532,7 @@ const FONT_CANDIDATES: &[&str] = &[
 ];
 
 /// Register a TrueType font as "sans-serif" for plotters (once).
-fn load_font(explicit: Option<&Path>) -> Result<(), BenchError> {
+pub(crate) fn load_font(explicit: Option<&Path>) -> Result<(), BenchError> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         let env = std::env::var_os("TWINPAGE_FONT").map(std::path::PathBuf::from);

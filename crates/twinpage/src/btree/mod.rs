@@ -35,9 +35,9 @@ pub struct TreeConfig {
     /// How an overflowing node splits.
     pub split: SplitPolicy,
     /// A node that does not fit over its page's committed image moves to
-    /// a fresh page whenever it fits one with an eighth of the page to
-    /// spare (a compacted copy: \[IPS\]'s lazy garbage collection, §3.2.2),
-    /// not only when it fills at most half a page. The root never moves.
+    /// a fresh page whenever it fits one (a compacted copy: \[IPS\]'s lazy
+    /// garbage collection, §3.2.2), not only when it fills at most half a
+    /// page. The root never moves.
     pub relocate_full: bool,
 }
 
@@ -409,16 +409,7 @@ fn store<P: PageWrite + ?Sized>(
     };
     let f = p.format();
     let half = f.capacity(p.page_size()) / 2;
-    // With `relocate_full` a node moves whenever its copy keeps an eighth
-    // of the page free: a copy that is full again would overflow at the
-    // very next write, so a fuller node splits instead.
-    let cap = f.capacity(p.page_size());
-    let room = if cfg.relocate_full {
-        cap - cap / 8
-    } else {
-        half
-    };
-    let small = node.len() < 3 || (!pinned && used_bytes(p, &node) <= room);
+    let small = node.len() < 3 || (!pinned && (cfg.relocate_full || used_bytes(p, &node) <= half));
     if small && p.fits_fresh(&node) {
         let new = relocate(p, pgno, node, pinned, cfg)?;
         return Ok(Placed::at(new));

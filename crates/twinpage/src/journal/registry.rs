@@ -396,13 +396,16 @@ pub static REGISTRY: &[ModeSpec] = &[
         durability: [NoGuarantee, Durable, Durable, Durable],
         // IPS postpones rebalancing until a page overflows (§5.2.1).
         // Obsolete records are collected when a page overflows, by a
-        // compacted copy to a fresh page (lazy GC, §3.2.2); a split writes
-        // both halves to fresh pages (§3.2.3, Fig. 3).
+        // compacted copy to a fresh page (lazy GC, §3.2.2). A split keeps
+        // the left half in place when it fits there (tombstones only; its
+        // garbage goes at the page's next overflow) instead of the paper's
+        // two fresh pages (Fig. 3): within one transaction a split page
+        // would otherwise leave a free page behind per split.
         tree: TreeConfig {
             merge: false,
             redistribute: false,
             spread: false,
-            split: SplitPolicy::CopyBoth,
+            split: SplitPolicy::KeepLeft,
             relocate_full: true,
         },
         free_list: FreeListPolicy::Volatile,

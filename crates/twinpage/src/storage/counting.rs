@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Cumulative I/O counters, shared by a [`CountingVfs`] and its files.
 #[derive(Default)]
@@ -22,6 +23,8 @@ pub struct IoCounters {
     removes: AtomicU64,
     set_len: AtomicU64,
     dir_syncs: AtomicU64,
+    write_ns: AtomicU64,
+    sync_ns: AtomicU64,
     trace: Mutex<Option<Vec<IoEvent>>>,
     /// Whether a trace is recording: checked before `trace` is locked, so
     /// an untraced call costs only atomic adds.
@@ -51,6 +54,23 @@ pub struct IoSnapshot {
     pub truncates: u64,
     /// fsync calls on directories.
     pub dir_syncs: u64,
+    /// Nanoseconds spent inside pwrite calls (the \[IPS\] Fig. 5 split of
+    /// latency into compute, `write()` and `fsync()`).
+    pub write_ns: u64,
+    /// Nanoseconds spent inside fdatasync and fsync calls on files.
+    pub sync_ns: u64,
+}
+
+impl IoSnapshot {
+    /// The counts only, without the times (which differ between runs of
+    /// the same work).
+    pub fn counts(self) -> IoSnapshot {
+        IoSnapshot {
+            write_ns: 0,
+            sync_ns: 0,
+            ..self
+        }
+    }
 }
 
 impl std::ops::Sub for IoSnapshot {
@@ -67,6 +87,8 @@ impl std::ops::Sub for IoSnapshot {
             removes: self.removes - o.removes,
             truncates: self.truncates - o.truncates,
             dir_syncs: self.dir_syncs - o.dir_syncs,
+            write_ns: self.write_ns - o.write_ns,
+            sync_ns: self.sync_ns - o.sync_ns,
         }
     }
 }
@@ -141,6 +163,8 @@ impl IoCounters {
             removes: self.removes.load(Relaxed),
             truncates: self.set_len.load(Relaxed),
             dir_syncs: self.dir_syncs.load(Relaxed),
+            write_ns: self.write_ns.load(Relaxed),
+            sync_ns: self.sync_ns.load(Relaxed),
         }
     }
 
@@ -221,6 +245,15 @@ impl Vfs for CountingVfs {
     }
 }
 
+/// Run `f`, adding the time it took to `ns`.
+fn timed<T>(ns: &AtomicU64, f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let r = f();
+    let spent = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    ns.fetch_add(spent, Relaxed);
+    r
+}
+
 struct CountingFile {
     inner: Arc<dyn VfsFile>,
     counters: Arc<IoCounters>,
@@ -245,21 +278,21 @@ impl VfsFile for CountingFile {
             .fetch_add(buf.len() as u64, Relaxed);
         self.counters
             .record(|| IoEvent::Write(self.path().to_path_buf(), offset, buf.len()));
-        self.inner.write_at(buf, offset)
+        timed(&self.counters.write_ns, || self.inner.write_at(buf, offset))
     }
 
     fn sync_data(&self) -> Result<()> {
         self.counters.fdatasync.fetch_add(1, Relaxed);
         self.counters
             .record(|| IoEvent::SyncData(self.path().to_path_buf()));
-        self.inner.sync_data()
+        timed(&self.counters.sync_ns, || self.inner.sync_data())
     }
 
     fn sync_all(&self) -> Result<()> {
         self.counters.fsync.fetch_add(1, Relaxed);
         self.counters
             .record(|| IoEvent::SyncAll(self.path().to_path_buf()));
-        self.inner.sync_all()
+        timed(&self.counters.sync_ns, || self.inner.sync_all())
     }
 
     fn set_len(&self, len: u64) -> Result<()> {

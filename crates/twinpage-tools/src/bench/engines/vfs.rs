@@ -73,6 +73,8 @@ struct Counters {
     dir_syncs: AtomicU64,
     sync_full: AtomicU64,
     sync_dataonly: AtomicU64,
+    write_ns: AtomicU64,
+    sync_ns: AtomicU64,
 }
 
 static COUNTERS: Counters = Counters {
@@ -86,7 +88,17 @@ static COUNTERS: Counters = Counters {
     dir_syncs: AtomicU64::new(0),
     sync_full: AtomicU64::new(0),
     sync_dataonly: AtomicU64::new(0),
+    write_ns: AtomicU64::new(0),
+    sync_ns: AtomicU64::new(0),
 };
+
+/// Nanoseconds since `start`, added to `ns`.
+fn add_elapsed(ns: &AtomicU64, start: std::time::Instant) {
+    ns.fetch_add(
+        u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        Relaxed,
+    );
+}
 
 /// Cumulative counts of every connection opened through the VFS (the
 /// benchmark runs one engine at a time and subtracts snapshots).
@@ -108,6 +120,8 @@ pub fn snapshot() -> IoSnapshot {
         removes: COUNTERS.removes.load(Relaxed),
         truncates: COUNTERS.truncates.load(Relaxed),
         dir_syncs: COUNTERS.dir_syncs.load(Relaxed),
+        write_ns: COUNTERS.write_ns.load(Relaxed),
+        sync_ns: COUNTERS.sync_ns.load(Relaxed),
     }
 }
 
@@ -217,7 +231,9 @@ unsafe extern "C" fn x_write(
 ) -> c_int {
     COUNTERS.write_calls.fetch_add(1, Relaxed);
     COUNTERS.bytes_written.fetch_add(amt as u64, Relaxed);
+    let start = std::time::Instant::now();
     let rc = forward!(f, xWrite, buf, amt, off);
+    add_elapsed(&COUNTERS.write_ns, start);
     if KILL_ARMED.load(Relaxed) && SYNCED_SINCE_ARM.load(Relaxed) {
         // SAFETY: f is one of our files.
         let kind = unsafe { (*(f as *mut CountFile)).kind };
@@ -241,7 +257,9 @@ unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     if flags & ffi::SQLITE_SYNC_DATAONLY != 0 {
         COUNTERS.sync_dataonly.fetch_add(1, Relaxed);
     }
+    let start = std::time::Instant::now();
     let rc = forward!(f, xSync, flags);
+    add_elapsed(&COUNTERS.sync_ns, start);
     // SAFETY: f is one of our files.
     let cf = unsafe { &mut *(f as *mut CountFile) };
     if rc == ffi::SQLITE_OK && cf.dir_sync_pending {
