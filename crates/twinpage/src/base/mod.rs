@@ -10,6 +10,7 @@ pub mod header;
 pub mod order;
 pub mod pagesum;
 pub mod pgmap;
+pub mod sync;
 
 pub use config::{Durability, Synchronous};
 pub use error::{Error, Pgno, Result, Tid};

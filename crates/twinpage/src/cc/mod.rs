@@ -14,9 +14,10 @@ pub mod pagelock;
 pub mod twovto;
 pub mod wal;
 
+use crate::base::sync::{Condvar, Mutex};
 use crate::base::{Error, Pgno, Result, Tid};
-use parking_lot::{Condvar, Mutex};
 use std::str::FromStr;
+// Ids, not coordination: a plain atomic, also under a schedule explorer.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -36,8 +36,8 @@
 
 use super::{CommitCheck, LockManager, Profile, Txn};
 use crate::base::pgmap::PgnoMap;
+use crate::base::sync::{Condvar, Mutex};
 use crate::base::{Error, Pgno, Result, Tid};
-use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

@@ -48,8 +48,8 @@
 //! the commit order.
 
 use super::{next_txn_id, CommitCheck, LockManager, Profile, Txn};
+use crate::base::sync::{thread_local, Condvar, Mutex, MutexGuard};
 use crate::base::{Error, Pgno, Result, Tid};
-use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

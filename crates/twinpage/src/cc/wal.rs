@@ -5,8 +5,8 @@
 //! the oldest reader's snapshot.
 
 use super::LockManager;
+use crate::base::sync::{Condvar, Mutex};
 use crate::base::{Error, Result};
-use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The lock manager of the `wal` mode.
