@@ -304,8 +304,12 @@ fn recover(files: &Files, mode: JournalMode, embed: bool) -> (Model, MemVfs) {
     db.check()
         .unwrap_or_else(|e| panic!("{mode} embed={embed}: check after crash: {e}"));
     let m = dump(&db);
-    std::mem::forget(db);
-    (m, vfs)
+    // The state recovery left, as a copy: dropping the handle then closes
+    // the original cleanly and frees it (forgetting it, as a crash would,
+    // kept every explored database in memory: gigabytes over a run).
+    let after = vfs.duplicate();
+    drop(db);
+    (m, after)
 }
 
 /// Recovery's report, for a failure message.
@@ -314,7 +318,6 @@ fn recover_verbose(files: &Files, mode: JournalMode, embed: bool) -> Option<Stri
     let db = Db::open(Path::new(PATH), opts(Arc::new(vfs), mode, embed)).ok()?;
     let r = format!("{:?}", db.stats().recovery);
     eprintln!("recovery: {r}");
-    std::mem::forget(db);
     Some(r)
 }
 
@@ -417,8 +420,9 @@ fn crash_recovery(
         log: Arc::default(),
     };
     let db = Db::open(Path::new(PATH), opts(Arc::new(rec.clone()), mode, embed)).unwrap();
-    std::mem::forget(db);
+    // Recovery's operations; the clean close that dropping adds comes after.
     let log = rec.log.lock().clone();
+    drop(db);
     let mut n = 0;
     for cut in 0..log.len() {
         for again in images(img, &log, cut, rng, reorder) {
