@@ -46,6 +46,11 @@ pub struct Args {
     /// Transactions per workload round.
     #[arg(long, default_value_t = 60)]
     pub txns: usize,
+    /// Write transactions open at once under a protocol with several
+    /// writers (their operations interleaved by one driver thread); 1 runs
+    /// them one after the other. One-writer protocols always run one.
+    #[arg(long, default_value_t = 3)]
+    pub in_flight: usize,
     /// Page size of the test database.
     #[arg(long, default_value_t = 1024)]
     pub page_size: usize,
@@ -117,38 +122,12 @@ pub struct Args {
 impl Args {
     /// The modes selected by `--mode`.
     pub fn modes(&self) -> Result<Vec<JournalMode>> {
-        if self.mode.eq_ignore_ascii_case("all") {
-            Ok(JournalMode::ALL.to_vec())
-        } else {
-            self.mode
-                .split(',')
-                .map(|m| m.trim().parse())
-                .collect::<Result<Vec<_>>>()
-        }
+        crate::conc::modes(&self.mode)
     }
 
     /// The (mode, protocol) pairs selected by `--mode` and `--concurrency`.
     pub fn pairs(&self) -> Result<Vec<(JournalMode, Protocol)>> {
-        let wanted: Option<Protocol> = if self.concurrency.eq_ignore_ascii_case("all") {
-            None
-        } else {
-            Some(self.concurrency.parse()?)
-        };
-        let mut out = Vec::new();
-        for m in self.modes()? {
-            for &p in m.spec().protocols {
-                if wanted.is_none_or(|w| w == p) {
-                    out.push((m, p));
-                }
-            }
-        }
-        if out.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "no selected mode runs with concurrency protocol {}",
-                self.concurrency
-            )));
-        }
-        Ok(out)
+        crate::conc::pairs(&self.mode, &self.concurrency)
     }
 
     /// The mode options given with --opt.
@@ -176,11 +155,13 @@ impl Args {
             seed: self.seed,
             txns: self.txns,
             page_size: self.page_size,
+            in_flight: self.in_flight,
             ..WorkloadConfig::default()
         };
         cfg.cache_size = self.cache_pages * self.page_size;
         cfg.faults = TestFaults {
             skip_journal_sync: self.break_journal_sync,
+            ..TestFaults::default()
         };
         cfg.recovery_crashes = !self.no_recovery_crashes;
         cfg.max_violations = self.max_violations;
@@ -402,7 +383,7 @@ pub fn run(a: Args) -> Result<i32> {
             println!("{v}");
             println!(
                 "reproduce: twinpage crashtest --mode {} --concurrency {} --model {} --sync {} --seed {} \
-                 --cut {} --draw {} --per-cut {} --txns {} --page-size {} --cache-pages {}{}",
+                 --cut {} --draw {} --per-cut {} --txns {} --in-flight {} --page-size {} --cache-pages {}{}",
                 mode,
                 protocol,
                 a.model,
@@ -412,6 +393,7 @@ pub fn run(a: Args) -> Result<i32> {
                 v.draw,
                 a.per_cut,
                 a.txns,
+                a.in_flight,
                 a.page_size,
                 a.cache_pages,
                 if a.break_journal_sync {

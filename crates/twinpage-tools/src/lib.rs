@@ -2,6 +2,7 @@
 //! benchmark.
 
 pub mod bench;
+pub mod conc;
 pub mod crash;
 pub mod crashtest;
 pub mod iostat;

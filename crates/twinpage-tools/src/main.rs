@@ -31,6 +31,12 @@ enum Cmd {
     Bench(twinpage_tools::bench::Args),
     /// Explore crash states of every journal mode (docs/CRASH.md).
     Crashtest(Box<twinpage_tools::crashtest::Args>),
+    /// Random concurrent histories checked for serializability in commit
+    /// order, per mode and protocol (docs/CONCURRENCY.md).
+    Histories(twinpage_tools::conc::Args),
+    /// 8 threads for a minute per mode and protocol: random aborts, short
+    /// busy timeouts, readers, a watchdog; then the serializability check.
+    Stress(twinpage_tools::conc::StressArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +71,8 @@ fn main() -> ExitCode {
         Cmd::Iostat(a) => twinpage_tools::iostat::run(a),
         Cmd::Bench(a) => twinpage_tools::bench::run(a),
         Cmd::Crashtest(a) => twinpage_tools::crashtest::run(*a),
+        Cmd::Histories(a) => twinpage_tools::conc::run(a),
+        Cmd::Stress(a) => twinpage_tools::conc::stress(a),
     };
     match r {
         Ok(code) => ExitCode::from(code as u8),

@@ -972,13 +972,20 @@ impl WriteTxn {
     }
 
     /// Make the changes atomic and durable.
-    pub fn commit(mut self) -> Result<()> {
+    pub fn commit(self) -> Result<()> {
+        self.commit_tid().map(|_| ())
+    }
+
+    /// [`WriteTxn::commit`], returning the TID the transaction committed
+    /// as (its place in the commit order; `None`: it changed nothing and
+    /// wrote no commit). The serializability checker orders by it.
+    pub fn commit_tid(mut self) -> Result<Option<u64>> {
         if let Err(e) = self.aborted() {
             self.finish_rollback()?;
             return Err(e);
         }
         let pages = self.pages.take().ok_or(Error::AlreadyFinished)?;
-        let r = pages.commit();
+        let r = pages.commit_tid();
         self.db.pager.locks().end_write();
         if r.is_ok() {
             *self.db.last_commit_io.lock() = self.db.counters.snapshot() - self.io_start;

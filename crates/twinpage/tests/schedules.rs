@@ -384,7 +384,7 @@ fn protocol_round(
 }
 
 fn afuw_round() {
-    let lm: Arc<dyn LockManager> = Arc::new(TwoVto::new(Rule::Afuw, true));
+    let lm: Arc<dyn LockManager> = Arc::new(TwoVto::new(Rule::Afuw, true, T));
     let n = protocol_round(lm, Reads::Snapshot, 3, 2, 2);
     assert_eq!(n["second_aborts"], 0, "{n:?}");
     assert!(n["max_aborts_per_txn"] <= 1, "{n:?}");
@@ -406,7 +406,7 @@ fn twovto_fuw_and_ns_stay_serializable() {
     for (rule, sleep) in [(Rule::Fuw, false), (Rule::Afuw, false)] {
         shuttle::check_random(
             move || {
-                let lm: Arc<dyn LockManager> = Arc::new(TwoVto::new(rule, sleep));
+                let lm: Arc<dyn LockManager> = Arc::new(TwoVto::new(rule, sleep, T));
                 let n = protocol_round(lm, Reads::Snapshot, 3, 2, 2);
                 assert_eq!(n["committed"], 6);
             },
@@ -441,7 +441,7 @@ fn page_lock_protocol_is_serializable_in_commit_order() {
 fn the_oldest_wounds_in_every_interleaving() {
     shuttle::check_dfs(
         || {
-            let lm: Arc<dyn LockManager> = Arc::new(TwoVto::new(Rule::Afuw, true));
+            let lm: Arc<dyn LockManager> = Arc::new(TwoVto::new(Rule::Afuw, true, T));
             let n = protocol_round_fixed(lm, vec![vec![Op::Increment(2)], vec![Op::Increment(2)]]);
             assert_eq!(n["committed"], 2);
             assert_eq!(n["second_aborts"], 0);

@@ -14,7 +14,7 @@
 //! Configurations whose durability is [`Durability::None`] (mode off,
 //! synchronous=off) are explored and reported, never failed.
 
-use super::workload::{record, Coverage, History, Model, WorkloadConfig};
+use super::workload::{record, record_interleaved, Coverage, History, Model, WorkloadConfig};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::collections::{HashMap, HashSet};
@@ -113,6 +113,15 @@ impl ExploreConfig {
         }
     }
 
+    /// Whether the workload interleaves several write transactions: asked
+    /// for (`workload.in_flight > 1`) and the protocol runs several
+    /// writers.
+    pub fn interleaved(&self) -> bool {
+        self.workload.in_flight > 1
+            && twinpage::cc::lock_manager(self.protocol, self.mode.spec().locking, Duration::ZERO)
+                .is_ok_and(|l| l.profile().multi_writer)
+    }
+
     /// Database options for this configuration on `vfs`.
     pub fn options(&self, vfs: Arc<dyn Vfs>) -> Options {
         Options {
@@ -120,7 +129,14 @@ impl ExploreConfig {
             synchronous: self.sync,
             page_size: self.workload.page_size,
             cache_size: self.cache_size,
-            busy_timeout: Duration::from_millis(50),
+            // One driver thread interleaving transactions: a wait for
+            // another of its transactions can never end, so refuse it at
+            // once (deterministic, and no time lost).
+            busy_timeout: if self.interleaved() {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(50)
+            },
             vfs: Some(vfs),
             mode_opts: self.mode_opts.clone(),
             faults: self.faults,
@@ -400,12 +416,19 @@ pub fn explore(cfg: &ExploreConfig) -> Result<Report> {
             ..cfg.workload.clone()
         };
         let counter = sim.clone();
-        let hist = record(
-            &wcfg,
-            Path::new(DB_PATH),
-            &cfg.options(Arc::new(sim.clone())),
-            &move || counter.op_count(),
-        )
+        let opts = cfg.options(Arc::new(sim.clone()));
+        let ops = move || counter.op_count();
+        let hist = if cfg.interleaved() {
+            record_interleaved(
+                &wcfg,
+                Path::new(DB_PATH),
+                &opts,
+                &ops,
+                cfg.protocol.orders_commits(),
+            )
+        } else {
+            record(&wcfg, Path::new(DB_PATH), &opts, &ops)
+        }
         .map_err(|e| {
             Error::InvalidArgument(format!(
                 "workload (seed {seed}) failed without any crash: {e}"

@@ -213,6 +213,10 @@ pub struct WorkloadConfig {
     /// Longest key the database accepts (`Db::max_key_len`); `None`: only
     /// the page size limits the generated keys.
     pub max_key: Option<usize>,
+    /// Write transactions open at once (1: one after the other). With more,
+    /// under a protocol with several writers, one driver thread
+    /// interleaves their operations ([`record_interleaved`]).
+    pub in_flight: usize,
 }
 
 impl Default for WorkloadConfig {
@@ -224,6 +228,7 @@ impl Default for WorkloadConfig {
             tables: 3,
             reopen: true,
             max_key: None,
+            in_flight: 1,
         }
     }
 }
@@ -553,6 +558,10 @@ pub struct Coverage {
     pub max_free: u64,
     /// Most overflow pages in use.
     pub max_overflow: u64,
+    /// Most write transactions open at once.
+    pub max_in_flight: usize,
+    /// Commits made while other write transactions were open.
+    pub overlapped_commits: u64,
 }
 
 impl Coverage {
@@ -567,6 +576,8 @@ impl Coverage {
         self.max_pages = self.max_pages.max(o.max_pages);
         self.max_free = self.max_free.max(o.max_free);
         self.max_overflow = self.max_overflow.max(o.max_overflow);
+        self.max_in_flight = self.max_in_flight.max(o.max_in_flight);
+        self.overlapped_commits += o.overlapped_commits;
     }
 }
 
@@ -584,7 +595,15 @@ impl fmt::Display for Coverage {
             self.max_pages,
             self.max_free,
             self.max_overflow
-        )
+        )?;
+        if self.max_in_flight > 1 {
+            write!(
+                f,
+                ", <= {} write txns in flight, {} commits with others open",
+                self.max_in_flight, self.overlapped_commits
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -617,6 +636,20 @@ impl History {
         self.fps.push(m.fingerprint());
         self.models.push(m);
         self.marks.push(mark);
+    }
+
+    /// A commit acknowledged: record its model and marks, check the
+    /// database and note what the run reached.
+    fn committed(&mut self, m: Model, mark: CommitMark, db: &Db) -> Result<()> {
+        self.push(m, mark);
+        let c = &mut self.coverage;
+        c.commits += 1;
+        let r = db.check()?;
+        c.max_depth = c.max_depth.max(r.max_depth);
+        c.max_pages = c.max_pages.max(r.page_count);
+        c.max_free = c.max_free.max(r.free_pages);
+        c.max_overflow = c.max_overflow.max(r.overflow_pages);
+        Ok(())
     }
 
     /// Commits acknowledged within the first `cut` operations.
@@ -683,26 +716,294 @@ pub fn record(
                 if *commit {
                     let start_op = ops();
                     t.commit()?;
-                    hist.push(
-                        after.clone(),
-                        CommitMark {
-                            start_op,
-                            ack_op: ops(),
-                        },
-                    );
+                    let mark = CommitMark {
+                        start_op,
+                        ack_op: ops(),
+                    };
+                    hist.committed(after.clone(), mark, d)?;
                     gen.committed(&plan);
-                    let c = &mut hist.coverage;
-                    c.commits += 1;
-                    let r = d.check()?;
-                    c.max_depth = c.max_depth.max(r.max_depth);
-                    c.max_pages = c.max_pages.max(r.page_count);
-                    c.max_free = c.max_free.max(r.free_pages);
-                    c.max_overflow = c.max_overflow.max(r.overflow_pages);
                 } else {
                     t.rollback()?;
                     hist.coverage.rollbacks += 1;
                 }
             }
+        }
+    }
+    if let Some(d) = db.take() {
+        d.close()?;
+    }
+    Ok(hist)
+}
+
+/// The model after applying a transaction's writes to `base` (its reads
+/// do not change what it writes: the planned writes are blind).
+pub fn apply_steps(base: &Model, steps: &[Step]) -> Model {
+    let mut m = base.clone();
+    for s in steps {
+        match s {
+            Step::Put { table, key, value } => {
+                m.tables
+                    .entry(table.clone())
+                    .or_default()
+                    .insert(key.clone(), value.clone());
+            }
+            Step::Delete { table, key } => {
+                if let Some(t) = m.tables.get_mut(table) {
+                    t.remove(key);
+                }
+            }
+            Step::CreateTable(n) => {
+                m.tables.entry(n.clone()).or_default();
+            }
+            Step::DropTable(n) => {
+                m.tables.remove(n);
+            }
+            Step::Get { .. } | Step::Scan { .. } => {}
+        }
+    }
+    m
+}
+
+/// Run a step without checking what a read returns (with several
+/// transactions in flight, what a read sees depends on the protocol; the
+/// serializability checker tests that, the crash explorer tests
+/// durability).
+fn run_step_unchecked(t: &mut twinpage::WriteTxn, s: &Step) -> Result<()> {
+    match s {
+        Step::Put { table, key, value } => t.put(table, key, value),
+        Step::Delete { table, key } => t.delete(table, key).map(|_| ()),
+        Step::Get { table, key, .. } => t.get(table, key).map(|_| ()),
+        Step::Scan { table, reverse, .. } => {
+            let dir = if *reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            };
+            t.range(table, .., dir)?.try_for_each(|kv| kv.map(|_| ()))
+        }
+        Step::CreateTable(n) => t.create_table(n).map(|_| ()),
+        Step::DropTable(n) => t.drop_table(n).map(|_| ()),
+    }
+}
+
+/// The steps of a plan on the table of its first step.
+fn one_table(steps: Vec<Step>) -> Vec<Step> {
+    let table = |s: &Step| match s {
+        Step::Put { table, .. }
+        | Step::Delete { table, .. }
+        | Step::Get { table, .. }
+        | Step::Scan { table, .. } => Some(table.clone()),
+        Step::CreateTable(_) | Step::DropTable(_) => None,
+    };
+    let Some(first) = steps.iter().find_map(table) else {
+        return steps;
+    };
+    steps
+        .into_iter()
+        .filter(|s| table(s).as_ref() == Some(&first))
+        .collect()
+}
+
+/// A write transaction of [`record_interleaved`] in flight.
+struct InFlight {
+    txn: twinpage::WriteTxn,
+    steps: Vec<Step>,
+    next: usize,
+    commit: bool,
+}
+
+/// Whether an error ends only the transaction (the protocol refused it or
+/// a lock was busy; with one driver thread a wait never ends well).
+fn refused(e: &Error) -> bool {
+    matches!(e, Error::Conflict { .. } | Error::Busy(_))
+}
+
+/// Run a workload with up to `cfg.in_flight` write transactions open at
+/// once, their operations interleaved at random by this one thread, so a
+/// crash finds several transactions in flight (each with its private
+/// pages, reserved pages above the committed count, a free list in
+/// memory) while one commits. Deterministic for a seed: with one thread no
+/// lock wait can end well, so waits are refused at once (the caller sets
+/// a zero busy timeout) and the transaction rolls back.
+///
+/// Commits still happen one at a time, so the recorded history has the
+/// same shape as [`record`]'s: the model after each commit is the model
+/// after the previous one plus the committing transaction's writes. When
+/// `orders_commits` (2VTO: a younger transaction's commit waits for the
+/// older ones), only the oldest open transaction commits. Transactions
+/// that create or drop tables, and reopens, run when none is open.
+pub fn record_interleaved(
+    cfg: &WorkloadConfig,
+    path: &std::path::Path,
+    opts: &twinpage::Options,
+    ops: &dyn Fn() -> usize,
+    orders_commits: bool,
+) -> Result<History, RunError> {
+    let mut hist = History::new();
+    let first = Db::open(path, opts.clone())?;
+    let mut cfg = cfg.clone();
+    cfg.max_key.get_or_insert(first.max_key_len());
+    let in_flight = cfg.in_flight.max(1);
+    // More tables than transactions in flight, and most transactions on
+    // one table: open transactions mostly touch different pages, so many
+    // commits happen beside open transactions instead of refusing each
+    // other (a page they both read is a conflict or a refused wait here).
+    cfg.tables = cfg.tables.max(2 * in_flight);
+    let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0x696e_666c_6967_6874);
+    let mut gen = Generator::new(cfg);
+    let mut db = Some(first);
+    let mut open: Vec<InFlight> = Vec::new();
+    let mut committed = Model::default();
+    // A plan that must run alone (DDL, reopen): drain the open ones first.
+    let mut alone: Option<Plan> = None;
+    let mut exhausted = false;
+    loop {
+        if exhausted && open.is_empty() && alone.is_none() {
+            break;
+        }
+        if open.is_empty() {
+            if let Some(plan) = alone.take() {
+                let d = db.as_ref().expect("database open between plans");
+                match &plan {
+                    Plan::Reopen => {
+                        if let Some(d) = db.take() {
+                            d.close()?;
+                        }
+                        db = Some(Db::open(path, opts.clone())?);
+                        hist.coverage.reopens += 1;
+                    }
+                    Plan::Txn { steps, commit, .. } => {
+                        let mut t = d.begin_write()?;
+                        for s in steps {
+                            run_step_unchecked(&mut t, s)?;
+                        }
+                        if *commit {
+                            let start_op = ops();
+                            t.commit()?;
+                            let mark = CommitMark {
+                                start_op,
+                                ack_op: ops(),
+                            };
+                            committed = apply_steps(&committed, steps);
+                            hist.committed(committed.clone(), mark, d)?;
+                            gen.set_model(committed.clone());
+                        } else {
+                            t.rollback()?;
+                            hist.coverage.rollbacks += 1;
+                        }
+                    }
+                    Plan::Checkpoint(_) => {}
+                }
+                continue;
+            }
+        }
+        let d = db.as_ref().expect("database open between plans");
+        let begin = alone.is_none()
+            && !exhausted
+            && open.len() < in_flight
+            && (open.is_empty() || rng.random_bool(0.35));
+        if begin {
+            let Some(plan) = gen.next_plan() else {
+                exhausted = true;
+                continue;
+            };
+            match plan {
+                Plan::Checkpoint(mode) => {
+                    match d.checkpoint(mode) {
+                        Ok(_) => {}
+                        Err(e) if refused(&e) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    hist.coverage.checkpoints += 1;
+                }
+                Plan::Reopen => alone = Some(Plan::Reopen),
+                Plan::Txn {
+                    steps,
+                    commit,
+                    after,
+                } => {
+                    let ddl = steps
+                        .iter()
+                        .any(|s| matches!(s, Step::CreateTable(_) | Step::DropTable(_)));
+                    if ddl || committed.tables.is_empty() {
+                        alone = Some(Plan::Txn {
+                            steps,
+                            commit,
+                            after,
+                        });
+                        continue;
+                    }
+                    let steps = if rng.random_bool(0.75) {
+                        one_table(steps)
+                    } else {
+                        steps
+                    };
+                    match d.begin_write() {
+                        Ok(txn) => {
+                            open.push(InFlight {
+                                txn,
+                                steps,
+                                next: 0,
+                                commit,
+                            });
+                            let c = &mut hist.coverage;
+                            c.max_in_flight = c.max_in_flight.max(open.len());
+                        }
+                        // A replay's forced sleep (2VTO) cannot end while
+                        // this thread holds older transactions: drop it.
+                        Err(e) if refused(&e) => hist.coverage.rollbacks += 1,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            continue;
+        }
+        if open.is_empty() {
+            continue;
+        }
+        let mut i = rng.random_range(0..open.len());
+        if open[i].next >= open[i].steps.len() && orders_commits {
+            // Only the oldest may commit; advance it instead.
+            i = 0;
+        }
+        let f = &mut open[i];
+        if f.next < f.steps.len() {
+            let s = f.steps[f.next].clone();
+            f.next += 1;
+            match run_step_unchecked(&mut f.txn, &s) {
+                Ok(()) => {}
+                Err(e) if refused(&e) => {
+                    let f = open.remove(i);
+                    drop(f.txn);
+                    hist.coverage.rollbacks += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            continue;
+        }
+        let f = open.remove(i);
+        if !f.commit {
+            f.txn.rollback()?;
+            hist.coverage.rollbacks += 1;
+            continue;
+        }
+        let start_op = ops();
+        let others = !open.is_empty();
+        match f.txn.commit() {
+            Ok(()) => {
+                let mark = CommitMark {
+                    start_op,
+                    ack_op: ops(),
+                };
+                committed = apply_steps(&committed, &f.steps);
+                hist.committed(committed.clone(), mark, d)?;
+                gen.set_model(committed.clone());
+                if others {
+                    hist.coverage.overlapped_commits += 1;
+                }
+            }
+            Err(e) if refused(&e) => hist.coverage.rollbacks += 1,
+            Err(e) => return Err(e.into()),
         }
     }
     if let Some(d) = db.take() {

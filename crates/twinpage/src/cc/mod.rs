@@ -154,9 +154,21 @@ pub fn lock_manager(
             busy_timeout,
         ))),
         // Readers read their snapshot from the two versions in each page.
-        (Protocol::TwoVto, _) => Ok(Arc::new(twovto::TwoVto::new(twovto::Rule::Afuw, true))),
-        (Protocol::TwoVtoFuw, _) => Ok(Arc::new(twovto::TwoVto::new(twovto::Rule::Fuw, false))),
-        (Protocol::TwoVtoNs, _) => Ok(Arc::new(twovto::TwoVto::new(twovto::Rule::Afuw, false))),
+        (Protocol::TwoVto, _) => Ok(Arc::new(twovto::TwoVto::new(
+            twovto::Rule::Afuw,
+            true,
+            busy_timeout,
+        ))),
+        (Protocol::TwoVtoFuw, _) => Ok(Arc::new(twovto::TwoVto::new(
+            twovto::Rule::Fuw,
+            false,
+            busy_timeout,
+        ))),
+        (Protocol::TwoVtoNs, _) => Ok(Arc::new(twovto::TwoVto::new(
+            twovto::Rule::Afuw,
+            false,
+            busy_timeout,
+        ))),
         (p, l) => Err(Error::Unsupported(format!(
             "concurrency protocol {p} needs other lock tables than {l:?}"
         ))),

@@ -68,6 +68,9 @@ pub enum Rule {
 pub struct TwoVto {
     rule: Rule,
     forced_sleep: bool,
+    /// How long the oldest waits for a wounded holder to let go of a page
+    /// (the busy timeout).
+    wound_wait: Duration,
     /// This instance, for the thread-local replay notes.
     instance: u64,
     st: Mutex<State>,
@@ -126,11 +129,14 @@ fn elapsed_ns(since: Instant) -> u64 {
 
 impl TwoVto {
     /// A lock manager with conflict rule `rule`; `forced_sleep` false is
-    /// the paper's NS variant.
-    pub fn new(rule: Rule, forced_sleep: bool) -> Self {
+    /// the paper's NS variant. The oldest transaction waits up to
+    /// `wound_wait` (the busy timeout) for a wounded holder to let go of a
+    /// page it needs, then fails with [`Error::Busy`].
+    pub fn new(rule: Rule, forced_sleep: bool, wound_wait: Duration) -> Self {
         TwoVto {
             rule,
             forced_sleep,
+            wound_wait,
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             st: Mutex::new(State::default()),
             cv: Condvar::new(),
@@ -314,8 +320,10 @@ impl LockManager for TwoVto {
     fn before_write(&self, txn: &Txn, pgno: Pgno, page_tid: Tid) -> Result<()> {
         let start = Instant::now();
         // The oldest waits for a wounded holder to let go: bounded by the
-        // holder's next page access or commit, and by a generous cap.
-        let deadline = start + Duration::from_secs(30);
+        // holder's next page access or commit, and by the busy timeout
+        // (the holder may be waiting on the same thread: one thread can
+        // drive several transactions).
+        let deadline = start + self.wound_wait;
         let mut waited = false;
         let mut st = self.st.lock();
         loop {

@@ -85,6 +85,10 @@ impl ModeOptions {
 pub struct TestFaults {
     /// Skip the journal sync before the database file is written.
     pub skip_journal_sync: bool,
+    /// Hand the protocol's commit validation no read set (the IPS paper's
+    /// description of BEGIN CONCURRENT, which admits write skew), so tests
+    /// can prove the serializability checker catches it.
+    pub skip_read_validation: bool,
 }
 
 /// One page of a transaction, as it will be written.
