@@ -444,8 +444,17 @@ impl Db {
         self.inner().pager.page_size()
     }
 
-    /// Largest key accepted.
+    /// Largest key accepted: [`btree::MAX_KEY_LEN`] (4 GiB - 1) at every
+    /// page size; a longer key gets [`Error::KeyTooLarge`].
     pub fn max_key_len(&self) -> usize {
+        btree::MAX_KEY_LEN
+    }
+
+    /// Longest key a cell stores whole at this database's page size and
+    /// format; a longer key keeps its first bytes in the cell and the rest
+    /// in an overflow chain (an extra page read per chain page when its
+    /// node is loaded).
+    pub fn max_inline_key_len(&self) -> usize {
         let p = &self.inner().pager;
         p.format().max_key_len(p.page_size())
     }

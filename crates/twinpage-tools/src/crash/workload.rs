@@ -234,12 +234,15 @@ impl Default for WorkloadConfig {
 }
 
 /// Shared key prefixes make long separators, hence deep trees on small
-/// pages; the last one is stretched to a sixth of the page.
-const PREFIXES: [&str; 4] = [
+/// pages; the fourth is stretched to a sixth of the page, the last to one
+/// and a half pages: keys longer than a cell, whose tails (and those of
+/// the separators between them) overflow into chains.
+const PREFIXES: [&str; 5] = [
     "",
     "user/profile/",
     "com.example.app/cache/thumbnails/2024/",
     "org.example.messages/conversations/inbox/attachments/metadata/v2/",
+    "",
 ];
 
 fn prefixes(page_size: usize, max_key: usize) -> Vec<String> {
@@ -249,13 +252,15 @@ fn prefixes(page_size: usize, max_key: usize) -> Vec<String> {
     for p in v.iter_mut() {
         p.truncate(room);
     }
-    let long = v.last_mut().expect("four prefixes");
-    let want = (page_size / 6).min(room);
-    long.truncate(want);
-    while long.len() < want {
-        long.push_str("x/");
+    for (i, fill, want) in [(3, "x/", page_size / 6), (4, "k/", page_size * 3 / 2)] {
+        let want = want.min(room);
+        let long = &mut v[i];
+        long.truncate(want);
+        while long.len() < want {
+            long.push_str(fill);
+        }
+        long.truncate(want);
     }
-    long.truncate(want);
     v
 }
 

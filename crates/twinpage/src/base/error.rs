@@ -49,7 +49,8 @@ pub enum Error {
     /// The caller passed something invalid.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// A key exceeds the maximum key length for the page size.
+    /// A key exceeds the maximum key length (4 GiB - 1; keys longer than
+    /// a cell holds overflow into chains, whatever the page size).
     #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
     KeyTooLarge {
         /// Length of the offending key.

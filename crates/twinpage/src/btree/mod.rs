@@ -1,7 +1,19 @@
 //! The B+tree: keys are byte strings ordered by the table's [`KeyOrder`]
-//! (memcmp unless the caller gives the table its own); values of any size
-//! (large ones in overflow chains). A tree is named by its root page,
-//! which never changes: a root split moves the root's contents down.
+//! (memcmp unless the caller gives the table its own); keys and values of
+//! any size (up to [`MAX_KEY_LEN`] for keys; the tail of a key longer than
+//! the format's [`NodeFormat::max_key_len`] and large values go to
+//! overflow chains). A tree is named by its root page, which never
+//! changes: a root split moves the root's contents down.
+//!
+//! An overflowing key's chain belongs to the one cell that holds the key
+//! ([`Bytes::chain`]): a leaf cell, or a separator, which gets a chain of
+//! its own when it is made (`own_key`). Cells that move between nodes
+//! (splits, merges, the root's push-down) keep their chains; a cell that
+//! goes away frees its chain (`free_key`): a deleted entry, a separator
+//! dropped by a leaf merge or replaced by a leaf redistribution, and every
+//! cell of a destroyed tree.
+//!
+//! [`NodeFormat::max_key_len`]: crate::node::NodeFormat::max_key_len
 //!
 //! The algorithms work on logical nodes through [`PageRead`] and
 //! [`PageWrite`]; they do not know the node format or the journal mode.
@@ -14,11 +26,16 @@ pub use cursor::RangeIter;
 pub use stable::{count, Cursor};
 
 use crate::base::{Error, KeyOrder, Pgno, Result};
-use crate::node::{Bytes, InteriorCell, LeafCell, Node, Value};
+use crate::node::{overflow_key_local, Bytes, InteriorCell, LeafCell, Node, Value};
 use crate::page::{PageRead, PageWrite};
+use std::sync::Arc;
 
 /// Deeper than this means a cycle in a damaged file.
 pub const MAX_DEPTH: usize = 40;
+
+/// Longest key a tree accepts (4 GiB - 1: cells record key lengths in
+/// 32 bits). Keys longer than the format keeps in a cell overflow.
+pub const MAX_KEY_LEN: usize = u32::MAX as usize;
 
 /// Tree maintenance switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,13 +118,41 @@ pub fn child_at(cells: &[InteriorCell], right: Pgno, idx: usize) -> Pgno {
     }
 }
 
-fn check_key<P: PageRead + ?Sized>(p: &P, key: &[u8]) -> Result<()> {
-    let max = p.format().max_key_len(p.page_size());
-    if key.len() > max {
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
         return Err(Error::KeyTooLarge {
             len: key.len(),
-            max,
+            max: MAX_KEY_LEN,
         });
+    }
+    Ok(())
+}
+
+/// Longest key a cell of `p`'s format stores whole.
+fn whole_key_max<P: PageRead + ?Sized>(p: &P) -> usize {
+    p.format().max_key_len(p.page_size())
+}
+
+/// `key` as a cell of this tree stores it: whole, or, when it is too long,
+/// with its tail in a new overflow chain that the cell will own. A key
+/// that already has its chain (a cell moving) is returned as it is.
+fn own_key<P: PageWrite + ?Sized>(p: &mut P, key: Bytes) -> Result<Bytes> {
+    let max = whole_key_max(p);
+    if key.chain().is_some() || key.len() <= max {
+        return Ok(key);
+    }
+    let local = overflow_key_local(max);
+    let head = write_overflow(p, &key[local..])?;
+    Bytes::chained(Arc::from(&*key), head, local)
+        .ok_or_else(|| Error::Internal(format!("key of {} bytes cannot overflow", key.len())))
+}
+
+/// Free the overflow chain of a key whose cell goes away.
+fn free_key<P: PageWrite + ?Sized>(p: &mut P, key: &Bytes) -> Result<()> {
+    if let Some(c) = key.chain() {
+        for pg in overflow_pages(p, c.head, c.tail_len())? {
+            p.free(pg)?;
+        }
     }
     Ok(())
 }
@@ -279,9 +324,19 @@ fn free_value<P: PageWrite + ?Sized>(p: &mut P, v: &Value) -> Result<()> {
 
 fn make_value<P: PageWrite + ?Sized>(p: &mut P, key: &[u8], value: &[u8]) -> Result<Value> {
     let bytes = p.value_bytes(value);
+    let max = whole_key_max(p);
+    // The key as its cell will store it (an overflowing key's local part:
+    // the chain is written only if the key is new, in `modify`).
+    let key = if key.len() > max {
+        let local = overflow_key_local(max);
+        Bytes::chain_stub(&key[..local], 0, key.len() as u64)
+            .ok_or_else(|| Error::Internal("overflowing key shorter than its cell".into()))?
+    } else {
+        key.into()
+    };
     let f = p.format();
     let inline = LeafCell {
-        key: key.into(),
+        key,
         value: Value::Inline(bytes),
     };
     if f.leaf_cell_size(&inline) <= f.max_inline_cell(p.page_size()) {
@@ -495,6 +550,9 @@ fn split_node<P: PageWrite + ?Sized>(
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
     let (left, right_node, sep) = halves(p.format(), node, appended, order);
+    // A leaf split makes a new separator; an interior one moves its
+    // middle key (and its chain) up.
+    let sep = own_key(p, sep)?;
     let right = p.allocate()?;
     p.put_node(right, right_node)?;
     let first = match cfg.split {
@@ -655,8 +713,16 @@ fn spread<P: PageWrite + ?Sized>(
     for (&pg, share) in pages.iter().zip(shares) {
         p.put_node(pg, share)?;
     }
+    // Leaf shares get new separators (the old ones go); interior shares
+    // moved the old ones down and the boundary cells up.
+    let leaf = node.is_leaf();
     for (j, sep) in (lo..hi).zip(seps) {
-        cells[j].key = sep;
+        if leaf {
+            free_key(p, &cells[j].key)?;
+            cells[j].key = own_key(p, sep)?;
+        } else {
+            cells[j].key = sep;
+        }
     }
     Ok(None)
 }
@@ -698,7 +764,7 @@ pub fn insert<P: PageWrite + ?Sized>(
     cfg: &TreeConfig,
     order: &dyn KeyOrder,
 ) -> Result<bool> {
-    check_key(p, key)?;
+    check_key(key)?;
     let v = make_value(p, key, value)?;
     let mut op = Op::Put(Some(v));
     let (existed, placed) = modify(p, root, key, &mut op, cfg, order, 0)?;
@@ -736,8 +802,9 @@ fn destroy_at<P: PageWrite + ?Sized>(
     p.free(pg)
 }
 
-/// Free what page `pg` holds (a leaf's overflow values, or every subtree
-/// of an interior node), not `pg` itself.
+/// Free what page `pg` holds (a leaf's overflow keys and values, or every
+/// subtree of an interior node and its separators' chains), not `pg`
+/// itself.
 fn free_below<P: PageWrite + ?Sized>(
     p: &mut P,
     pg: Pgno,
@@ -751,10 +818,14 @@ fn free_below<P: PageWrite + ?Sized>(
     match &*node {
         Node::Leaf(cells) => {
             for c in cells {
+                free_key(p, &c.key)?;
                 free_value(p, &c.value)?;
             }
         }
-        Node::Interior { .. } => {
+        Node::Interior { cells, .. } => {
+            for c in cells {
+                free_key(p, &c.key)?;
+            }
             for c in node.children() {
                 destroy_at(p, c, order, depth + 1)?;
             }
@@ -897,12 +968,13 @@ fn modify<P: PageWrite + ?Sized>(
                     Ok((true, placed))
                 }
                 (Op::Put(v), Err(i)) => {
+                    let key = own_key(p, key.into())?;
                     let mut cells = copy_cells(p, cells);
                     let appended = i == cells.len();
                     cells.insert(
                         i,
                         LeafCell {
-                            key: key.into(),
+                            key,
                             value: v.take().expect("value consumed once"),
                         },
                     );
@@ -914,6 +986,7 @@ fn modify<P: PageWrite + ?Sized>(
                 (Op::Delete, Ok(i)) => {
                     let mut cells = copy_cells(p, cells);
                     let c = cells.remove(i);
+                    free_key(p, &c.key)?;
                     free_value(p, &c.value)?;
                     Ok((
                         true,
@@ -1055,7 +1128,12 @@ fn rebalance<P: PageWrite + ?Sized>(
             if t != a {
                 give_back(p, a, cfg)?;
             }
-            cells.remove(j);
+            // Merged leaves need no separator; merged interior nodes took
+            // it down.
+            let gone = cells.remove(j);
+            if an.is_leaf() {
+                free_key(p, &gone.key)?;
+            }
             if j < cells.len() {
                 cells[j].child = t;
             } else {
@@ -1101,8 +1179,16 @@ fn rebalance<P: PageWrite + ?Sized>(
     if !p.fits(a, &left)? || !p.fits(b, &new_right)? {
         return Ok(false);
     }
+    let leaf = left.is_leaf();
     p.put_node(a, left)?;
     p.put_node(b, new_right)?;
-    cells[j].key = new_sep;
+    // Leaves get a new separator; interior nodes moved the old one down
+    // and a middle key up.
+    if leaf {
+        free_key(p, &cells[j].key)?;
+        cells[j].key = own_key(p, new_sep)?;
+    } else {
+        cells[j].key = new_sep;
+    }
     Ok(true)
 }

@@ -1,11 +1,12 @@
 //! The integrity check: walks the catalog, every table tree, every
-//! overflow chain and the free list, and verifies that together they cover
-//! pages 2..=page_count exactly once.
+//! overflow chain (of values and of overflowing keys, leaf and separator)
+//! and the free list, and verifies that together they cover pages
+//! 2..=page_count exactly once.
 
 use super::{overflow_pages, MAX_DEPTH};
 use crate::base::Header;
 use crate::base::{Error, KeyOrder, KeyOrders, Pgno, Result, BYTEWISE};
-use crate::node::{Node, Value};
+use crate::node::{Bytes, Node, Value};
 use crate::page::{PageRead, PageRole};
 use std::fmt;
 use std::sync::Arc;
@@ -94,6 +95,29 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
         Ok(())
     }
 
+    /// Claim the pages of an overflow chain of `len` bytes at `head`
+    /// (`what` names it in messages); a damaged chain is recorded.
+    fn chain(&mut self, head: Pgno, len: u64, what: impl FnOnce() -> String) -> Result<()> {
+        let chain = overflow_pages(self.p, head, len).map_err(|e| as_role(e, &what()));
+        for pg in self.note(chain)?.unwrap_or_default() {
+            let claimed = self.claim(pg, "overflow");
+            if self.note(claimed)?.is_some() {
+                self.report.overflow_pages += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Claim the chain of an overflowing key.
+    fn key_chain(&mut self, key: &Bytes, pgno: Pgno, i: usize) -> Result<()> {
+        match key.chain() {
+            Some(c) => self.chain(c.head, c.tail_len(), || {
+                format!("key overflow chain of page {pgno} cell {i}")
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Walk a tree whose keys follow `order`; keys must lie in [lo, hi).
     /// Returns the depth.
     #[allow(clippy::too_many_arguments)]
@@ -142,16 +166,11 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                             format!("leaf key at cell {i} outside its parent's separators"),
                         ));
                     }
+                    self.key_chain(&c.key, pgno, i)?;
                     if let Value::Overflow { len, head } = &c.value {
-                        let chain = overflow_pages(self.p, *head, *len).map_err(|e| {
-                            as_role(e, &format!("overflow chain of leaf {pgno} cell {i}"))
-                        });
-                        for pg in self.note(chain)?.unwrap_or_default() {
-                            let claimed = self.claim(pg, "overflow");
-                            if self.note(claimed)?.is_some() {
-                                self.report.overflow_pages += 1;
-                            }
-                        }
+                        self.chain(*head, *len, || {
+                            format!("overflow chain of leaf {pgno} cell {i}")
+                        })?;
                     }
                     if collect {
                         let v = match &c.value {
@@ -177,6 +196,7 @@ impl<P: PageRead + ?Sized> Walker<'_, P> {
                             format!("separator {i} outside its parent's range"),
                         ));
                     }
+                    self.key_chain(&c.key, pgno, i)?;
                     // A damaged subtree is reported and skipped; its
                     // siblings are still checked.
                     let sub = self.tree(

@@ -3,7 +3,10 @@
 //! no reference count to touch when a node is decoded, copied or dropped.
 //! Longer ones point into the page image they came from (one shared buffer
 //! for the whole node: decoding a page does not allocate per cell); a long
-//! string built by the tree owns a buffer of its own.
+//! string built by the tree owns a buffer of its own. A key too long for a
+//! cell also names the overflow chain that stores its tail ([`KeyChain`]):
+//! the tree moves such a key between nodes with its chain, and frees the
+//! chain with the cell that owns it.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -12,8 +15,30 @@ use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::Arc;
 
+use crate::base::Pgno;
+
 /// Longest string kept inline (the value stays 32 bytes).
 pub const INLINE: usize = 30;
+
+/// Where an overflowing key is stored: its first `local` bytes in the
+/// cell, the other `total - local` in the overflow chain starting at
+/// `head`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyChain {
+    /// First page of the chain.
+    pub head: Pgno,
+    /// Bytes of the key kept in the cell.
+    pub local: usize,
+    /// Length of the whole key.
+    pub total: usize,
+}
+
+impl KeyChain {
+    /// Bytes of the key in the chain.
+    pub fn tail_len(&self) -> u64 {
+        (self.total - self.local) as u64
+    }
+}
 
 /// An immutable byte string, inline, shared or owned; compares as `[u8]`.
 #[derive(Clone)]
@@ -33,6 +58,15 @@ enum Repr {
     },
     /// A buffer of its own.
     Whole(Arc<[u8]>),
+    /// An overflowing key: `buf` holds the whole key (`total` bytes), or,
+    /// as a format decodes it (a *stub*), only the `local` bytes the cell
+    /// stores until the pager reads the chain's tail.
+    Chained {
+        buf: Arc<[u8]>,
+        head: Pgno,
+        local: u32,
+        total: u32,
+    },
 }
 
 impl Bytes {
@@ -74,12 +108,65 @@ impl Bytes {
         Some(Bytes(Repr::Slice { buf, start: 0, end }))
     }
 
-    /// The buffer behind a string that is not inline.
+    /// The buffer behind a string that is not inline (a value buffer the
+    /// pager may reuse; never an overflowing key's).
     pub fn into_buffer(self) -> Option<Arc<[u8]>> {
         match self.0 {
-            Repr::Inline { .. } => None,
+            Repr::Inline { .. } | Repr::Chained { .. } => None,
             Repr::Slice { buf, .. } | Repr::Whole(buf) => Some(buf),
         }
+    }
+
+    /// The whole key `key` stored as its first `local` bytes in the cell
+    /// and the rest in the chain at `head`. `None` if `local` is not below
+    /// the key's length or the key is 4 GiB or longer.
+    pub fn chained(key: Arc<[u8]>, head: Pgno, local: usize) -> Option<Bytes> {
+        let total = u32::try_from(key.len()).ok()?;
+        if local >= key.len() {
+            return None;
+        }
+        Some(Bytes(Repr::Chained {
+            buf: key,
+            head,
+            local: local as u32,
+            total,
+        }))
+    }
+
+    /// A *stub*: what a format decodes from a cell whose key overflows,
+    /// the `local` bytes in the cell, before the tail is read from the
+    /// chain at `head` ([`crate::node::complete_keys`]). `None` unless
+    /// `local.len() < total < 4 GiB`.
+    pub fn chain_stub(local: &[u8], head: Pgno, total: u64) -> Option<Bytes> {
+        let total = u32::try_from(total).ok()?;
+        if local.len() >= total as usize {
+            return None;
+        }
+        Some(Bytes(Repr::Chained {
+            buf: Arc::from(local),
+            head,
+            local: local.len() as u32,
+            total,
+        }))
+    }
+
+    /// The overflow chain of a key too long for its cell.
+    pub fn chain(&self) -> Option<KeyChain> {
+        match &self.0 {
+            Repr::Chained {
+                head, local, total, ..
+            } => Some(KeyChain {
+                head: *head,
+                local: *local as usize,
+                total: *total as usize,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A stub whose tail has not been read yet (see [`Bytes::chain_stub`]).
+    pub fn is_stub(&self) -> bool {
+        matches!(&self.0, Repr::Chained { buf, total, .. } if buf.len() != *total as usize)
     }
 
     /// The bytes.
@@ -87,7 +174,7 @@ impl Bytes {
         match &self.0 {
             Repr::Inline { len, data } => &data[..usize::from(*len)],
             Repr::Slice { buf, start, end } => &buf[*start as usize..*end as usize],
-            Repr::Whole(buf) => buf,
+            Repr::Whole(buf) | Repr::Chained { buf, .. } => buf,
         }
     }
 }
@@ -215,5 +302,29 @@ mod tests {
         assert_eq!(Bytes::from(&[1u8, 2][..]), Bytes::from(vec![1u8, 2]));
         drop(long);
         assert_eq!(Arc::strong_count(&page), 1);
+    }
+
+    #[test]
+    fn chained_keys_carry_their_chain() {
+        let key: Arc<[u8]> = Arc::from(vec![9u8; 100]);
+        let k = Bytes::chained(key.clone(), 7, 40).unwrap();
+        assert_eq!(
+            k.chain(),
+            Some(KeyChain {
+                head: 7,
+                local: 40,
+                total: 100
+            })
+        );
+        assert!(!k.is_stub());
+        assert_eq!(&*k, &key[..]);
+        let stub = Bytes::chain_stub(&key[..40], 7, 100).unwrap();
+        assert!(stub.is_stub());
+        assert_eq!(stub.len(), 40);
+        assert_eq!(stub.chain(), k.chain());
+        assert!(Bytes::chained(key.clone(), 7, 100).is_none());
+        assert!(Bytes::chain_stub(&key[..40], 7, 40).is_none());
+        assert!(Bytes::from(&key[..]).chain().is_none());
+        assert!(k.into_buffer().is_none());
     }
 }

@@ -1,13 +1,54 @@
-//! Cell encoding shared by the node formats.
+//! Cell encoding shared by the node formats (slotted, DHL, IPS, and any
+//! format to come: encode keys and values through these helpers and a
+//! format gets overflowing keys and values for free).
 //!
-//! Leaf cell: `flags u8` (bit 0: overflow), `varint key_len`, `varint
-//! value_len`, key, then the value (inline) or a u32 overflow head page.
-//! Interior cell: `varint key_len`, key, `u32 child`. Varints are LEB128.
-//! Every length is checked against the page before it is used.
+//! Leaf cell: `flags u8` (bit 0: the value overflows, bit 1: the key
+//! overflows), `varint key_len`, `varint value_len`, the key, then the
+//! value (inline) or a `u32` overflow head page.
+//! Interior cell: `varint key_len`, key, `u32 child`.
+//!
+//! A key longer than the format's [`NodeFormat::max_key_len`] *overflows*:
+//! the cell keeps its first `local_len` bytes followed by the `u32` head
+//! of the overflow chain holding the rest (`key_len - local_len` bytes,
+//! same page layout as a value's chain). In a leaf cell (flag bit 1) that
+//! is `varint local_len`, the local bytes, `u32 key head` in place of the
+//! key; an interior cell starts with the two bytes `0x80 0x00` (a varint
+//! no encoder writes: zero in two bytes), then `varint key_len`, `varint local_len`, the local bytes, `u32 key
+//! head`, `u32 child`. The local bytes and the head are adjacent, so the
+//! format's byte string for the key (its *identity*, [`key_ident`]) is
+//! unique to the cell: formats that pair committed cells by key (DHL, IPS)
+//! pair overflowing keys by it. Varints are LEB128. Every length is
+//! checked against the page before it is used.
+//!
+//! A format decodes an overflowing key as a *stub* ([`Bytes::chain_stub`]:
+//! the local bytes and the chain); the pager reads the tail and puts the
+//! cells in key order with [`complete_keys`] before the tree sees them.
+//!
+//! What a format owes overflowing keys, beyond writing cells with
+//! [`put_leaf`]/[`put_interior`] and reading them with [`Reader`]: its own
+//! order checks (and any sort in the table's order) skip a cell whose key
+//! overflows ([`key_overflows_at`], [`Bytes::is_stub`]); it pairs cells
+//! of two versions by [`key_ident`], never by the key; and a format whose
+//! slots are unsorted on the page says so ([`NodeFormat::unsorted_slots`])
+//! and lists a version that holds an overflowing key in any total order of
+//! the identities (they are unique to each cell). The conformance kit
+//! generates overflowing keys.
+//!
+//! [`NodeFormat::unsorted_slots`]: super::NodeFormat::unsorted_slots
+//! [`NodeFormat::max_key_len`]: super::NodeFormat::max_key_len
 
 use super::{Bytes, InteriorCell, LeafCell, Node, Value};
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result};
+use std::cmp::Ordering;
 use std::sync::Arc;
+
+/// Leaf flag: the value is in an overflow chain.
+pub(crate) const FLAG_VALUE_CHAIN: u8 = 1;
+/// Leaf flag: the key overflows.
+pub(crate) const FLAG_KEY_CHAIN: u8 = 2;
+/// First bytes of an interior cell whose key overflows: a non-canonical
+/// varint (zero in two bytes), which no cell without it starts with.
+pub(crate) const INTERIOR_KEY_CHAIN: [u8; 2] = [0x80, 0x00];
 
 /// Bytes of a LEB128 varint.
 pub(crate) fn varint_len(mut v: u64) -> usize {
@@ -29,31 +70,79 @@ fn put_varint(out: &mut [u8], mut pos: usize, mut v: u64) -> usize {
     pos + 1
 }
 
+/// Bytes of an overflowing key its cell keeps, for a format whose
+/// [`NodeFormat::max_key_len`] is `max_key`: 10 fewer, the room the local
+/// length and the chain head need (and a longer key length), so an
+/// overflowing key's cell is no larger than the largest whole key's.
+///
+/// [`NodeFormat::max_key_len`]: super::NodeFormat::max_key_len
+pub fn overflow_key_local(max_key: usize) -> usize {
+    max_key.saturating_sub(10)
+}
+
+/// Bytes the key takes in a cell after its length: the key, or for an
+/// overflowing key `varint local_len`, the local bytes and the head.
+fn key_body_len(key: &Bytes) -> usize {
+    match key.chain() {
+        None => key.len(),
+        Some(c) => varint_len(c.local as u64) + c.local + 4,
+    }
+}
+
+/// Length the cell records for the key: the whole key's.
+fn key_total(key: &Bytes) -> u64 {
+    key.chain().map_or(key.len(), |c| c.total) as u64
+}
+
+/// Write the key's body (see [`key_body_len`]) at `out[p..]`.
+fn put_key_body(out: &mut [u8], mut p: usize, key: &Bytes) -> usize {
+    match key.chain() {
+        None => {
+            out[p..p + key.len()].copy_from_slice(key);
+            p + key.len()
+        }
+        Some(c) => {
+            p = put_varint(out, p, c.local as u64);
+            out[p..p + c.local].copy_from_slice(&key[..c.local]);
+            p += c.local;
+            out[p..p + 4].copy_from_slice(&c.head.to_be_bytes());
+            p + 4
+        }
+    }
+}
+
 /// Encoded size of a leaf cell (without its offset entry).
 pub(crate) fn leaf_len(c: &LeafCell) -> usize {
     let (vlen, body) = match &c.value {
         Value::Inline(v) => (v.len() as u64, v.len()),
         Value::Overflow { len, .. } => (*len, 4),
     };
-    1 + varint_len(c.key.len() as u64) + varint_len(vlen) + c.key.len() + body
+    1 + varint_len(key_total(&c.key)) + varint_len(vlen) + key_body_len(&c.key) + body
 }
 
 /// Encoded size of an interior cell (without its offset entry).
 pub(crate) fn interior_len(c: &InteriorCell) -> usize {
-    varint_len(c.key.len() as u64) + c.key.len() + 4
+    let marker = if c.key.chain().is_some() {
+        INTERIOR_KEY_CHAIN.len()
+    } else {
+        0
+    };
+    marker + varint_len(key_total(&c.key)) + key_body_len(&c.key) + 4
 }
 
 /// Write a leaf cell at `out[at..]` (the caller reserved [`leaf_len`]).
 pub(crate) fn put_leaf(out: &mut [u8], at: usize, c: &LeafCell) {
-    let (flag, vlen) = match &c.value {
+    let (mut flags, vlen) = match &c.value {
         Value::Inline(v) => (0, v.len() as u64),
-        Value::Overflow { len, .. } => (1, *len),
+        Value::Overflow { len, .. } => (FLAG_VALUE_CHAIN, *len),
     };
-    out[at] = flag;
-    let mut p = put_varint(out, at + 1, c.key.len() as u64);
+    if c.key.chain().is_some() {
+        flags |= FLAG_KEY_CHAIN;
+    }
+    out[at] = flags;
+    let mut p = put_varint(out, at + 1, key_total(&c.key));
     p = put_varint(out, p, vlen);
-    out[p..p + c.key.len()].copy_from_slice(&c.key);
-    p += c.key.len();
+    p = put_key_body(out, p, &c.key);
     match &c.value {
         Value::Inline(v) => out[p..p + v.len()].copy_from_slice(v),
         Value::Overflow { head, .. } => out[p..p + 4].copy_from_slice(&head.to_be_bytes()),
@@ -62,10 +151,145 @@ pub(crate) fn put_leaf(out: &mut [u8], at: usize, c: &LeafCell) {
 
 /// Write an interior cell at `out[at..]` (the caller reserved [`interior_len`]).
 pub(crate) fn put_interior(out: &mut [u8], at: usize, c: &InteriorCell) {
-    let mut p = put_varint(out, at, c.key.len() as u64);
-    out[p..p + c.key.len()].copy_from_slice(&c.key);
-    p += c.key.len();
+    let mut p = at;
+    if c.key.chain().is_some() {
+        out[p..p + 2].copy_from_slice(&INTERIOR_KEY_CHAIN);
+        p += 2;
+    }
+    p = put_varint(out, p, key_total(&c.key));
+    p = put_key_body(out, p, &c.key);
     out[p..p + 4].copy_from_slice(&c.child.to_be_bytes());
+}
+
+/// The byte string a format stores for `key` and pairs cells by (the key
+/// itself, or an overflowing key's local bytes and chain head, the same
+/// bytes [`Reader::leaf_key`] and [`Reader::interior_key`] return): built
+/// in `scratch` when it is not the key.
+pub(crate) fn key_ident<'a>(key: &'a Bytes, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    match key.chain() {
+        None => key,
+        Some(c) => {
+            scratch.clear();
+            scratch.extend_from_slice(&key[..c.local]);
+            scratch.extend_from_slice(&c.head.to_be_bytes());
+            scratch
+        }
+    }
+}
+
+/// Whether the cell at `page[off]` (a leaf cell if `leaf`) stores an
+/// overflowing key: its key identity is then not the key, and the
+/// format's own order checks skip it ([`complete_keys`] makes them).
+pub(crate) fn key_overflows_at(page: &[u8], off: usize, leaf: bool) -> bool {
+    if leaf {
+        page.get(off).is_some_and(|&b| b & FLAG_KEY_CHAIN != 0)
+    } else {
+        page.get(off..off + 2) == Some(&INTERIOR_KEY_CHAIN[..])
+    }
+}
+
+/// Whether `node` holds a key decoded as a stub.
+pub(crate) fn has_stubs(node: &Node) -> bool {
+    match node {
+        Node::Leaf(c) => c.iter().any(|c| c.key.is_stub()),
+        Node::Interior { cells, .. } => cells.iter().any(|c| c.key.is_stub()),
+    }
+}
+
+/// Complete a node a format decoded from page `pgno`: read the tail of
+/// every overflowing key with `tail(head, len)` (which must check `len`
+/// against the file before allocating), then make sure the cells ascend
+/// strictly in `order`. Cells come out of the format in key order except
+/// where a comparison needed an overflowing key; a format whose slots are
+/// `unsorted` on the page listed those in some order of its own, and they
+/// are sorted here. Does nothing for a node without overflowing keys.
+pub fn complete_keys(
+    pgno: Pgno,
+    node: &mut Node,
+    order: &dyn KeyOrder,
+    unsorted: bool,
+    tail: &mut dyn FnMut(Pgno, u64) -> Result<Vec<u8>>,
+) -> Result<()> {
+    if !has_stubs(node) {
+        return Ok(());
+    }
+    let bad = |what: String| Error::corrupt("database", pgno, what);
+    let mut complete = |key: &mut Bytes, tail: Tail<'_>| {
+        let Some(c) = key.chain().filter(|_| key.is_stub()) else {
+            return Ok(());
+        };
+        let rest = tail(c.head, c.tail_len())?;
+        if rest.len() as u64 != c.tail_len() {
+            return Err(bad(format!(
+                "key overflow chain at page {} holds {} bytes, the cell says {}",
+                c.head,
+                rest.len(),
+                c.tail_len()
+            )));
+        }
+        let mut whole = Vec::with_capacity(c.total);
+        whole.extend_from_slice(key);
+        whole.extend_from_slice(&rest);
+        *key = Bytes::chained(Arc::from(whole), c.head, c.local)
+            .ok_or_else(|| bad("overflowing key shorter than its local part".into()))?;
+        Ok(())
+    };
+    let (cells, what) = match node {
+        Node::Leaf(cells) => {
+            return in_order(cells, order, unsorted, &mut complete, tail, &bad, "keys")
+        }
+        Node::Interior { cells, .. } => (cells, "separators"),
+    };
+    in_order(cells, order, unsorted, &mut complete, tail, &bad, what)
+}
+
+/// A cell of either kind, for [`in_order`].
+trait Keyed {
+    fn key(&self) -> &Bytes;
+    fn key_mut(&mut self) -> &mut Bytes;
+}
+
+impl Keyed for LeafCell {
+    fn key(&self) -> &Bytes {
+        &self.key
+    }
+    fn key_mut(&mut self) -> &mut Bytes {
+        &mut self.key
+    }
+}
+
+impl Keyed for InteriorCell {
+    fn key(&self) -> &Bytes {
+        &self.key
+    }
+    fn key_mut(&mut self) -> &mut Bytes {
+        &mut self.key
+    }
+}
+
+type Tail<'a> = &'a mut dyn FnMut(Pgno, u64) -> Result<Vec<u8>>;
+
+/// [`complete_keys`] on one node's `what` (keys or separators).
+fn in_order<C: Keyed>(
+    cells: &mut [C],
+    order: &dyn KeyOrder,
+    unsorted: bool,
+    complete: &mut dyn FnMut(&mut Bytes, Tail<'_>) -> Result<()>,
+    tail: Tail<'_>,
+    bad: &dyn Fn(String) -> Error,
+    what: &str,
+) -> Result<()> {
+    for c in cells.iter_mut() {
+        complete(c.key_mut(), &mut *tail)?;
+    }
+    if unsorted {
+        cells.sort_by(|a, b| order.compare(a.key(), b.key()));
+    }
+    let ascending = |i: usize| order.compare(cells[i - 1].key(), cells[i].key()) == Ordering::Less;
+    match (1..cells.len()).find(|&i| !ascending(i)) {
+        Some(i) => Err(bad(format!("cell {i}: {what} out of order or repeated"))),
+        None => Ok(()),
+    }
 }
 
 /// Page-type byte of a leaf (every format's).
@@ -82,7 +306,7 @@ pub(crate) fn node_cell_len(node: &Node, i: usize) -> usize {
 }
 
 /// Key of cell `i` of `node`.
-pub(crate) fn node_cell_key(node: &Node, i: usize) -> &[u8] {
+pub(crate) fn node_cell_key(node: &Node, i: usize) -> &Bytes {
     match node {
         Node::Leaf(c) => &c[i].key,
         Node::Interior { cells, .. } => &cells[i].key,
@@ -191,59 +415,108 @@ impl<'a> Reader<'a> {
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    /// A key of `klen` bytes at the current position: stored whole
+    /// (`Ok(None)` from [`Reader::key_parts`] means that) or overflowing.
+    /// Returns the key's identity (the bytes the cell stores for it) and,
+    /// for an overflowing key, its chain head.
+    fn key_parts(
+        &mut self,
+        i: usize,
+        klen: u64,
+        chained: bool,
+        max_key: usize,
+    ) -> Result<(&'a [u8], Option<Pgno>)> {
+        if !chained {
+            if klen > max_key as u64 {
+                return Err(self.err(format!("key length {klen} exceeds {max_key}")));
+            }
+            return Ok((self.bytes(klen)?, None));
+        }
+        let local = self.varint()?;
+        if local > max_key as u64 || local >= klen || klen > u64::from(u32::MAX) {
+            return Err(self.err(format!(
+                "cell {i}: overflowing key of {klen} bytes keeps {local} in the cell (at most {max_key})"
+            )));
+        }
+        let start = self.pos;
+        self.bytes(local)?;
+        let head = self.u32()?;
+        if head == 0 {
+            return Err(self.err(format!("cell {i}: key overflow head is page 0")));
+        }
+        Ok((&self.page[start..self.pos], Some(head)))
+    }
+
+    /// The key from its identity: shared with the page, or a stub.
+    fn key_from(&self, ident: &'a [u8], klen: u64, head: Option<Pgno>) -> Result<Bytes> {
+        match head {
+            Some(head) => Bytes::chain_stub(&ident[..ident.len() - 4], head, klen)
+                .ok_or_else(|| self.err("overflowing key shorter than its local part")),
+            None => {
+                let start = ident.as_ptr() as usize - self.page.as_ptr() as usize;
+                Ok(self
+                    .share
+                    .and_then(|buf| Bytes::shared(buf, start, start + ident.len()))
+                    .unwrap_or_else(|| Bytes::from(ident)))
+            }
+        }
+    }
+
     /// Parse a leaf cell (cell number `i`, for messages).
     pub fn leaf(&mut self, i: usize, max_key: usize) -> Result<LeafCell> {
         let flags = self.u8()?;
         let klen = self.varint()?;
         let vlen = self.varint()?;
-        if klen > max_key as u64 {
-            return Err(self.err(format!("key length {klen} exceeds {max_key}")));
+        if flags & !(FLAG_VALUE_CHAIN | FLAG_KEY_CHAIN) != 0 {
+            return Err(self.err(format!("cell {i}: unknown flags {flags:#x}")));
         }
-        let key = self.owned(klen)?;
-        let value = match flags {
-            0 => Value::Inline(self.owned(vlen)?),
-            1 => {
-                let head = self.u32()?;
-                if head == 0 {
-                    return Err(self.err(format!("cell {i}: overflow head is page 0")));
-                }
-                Value::Overflow { len: vlen, head }
+        let (ident, head) = self.key_parts(i, klen, flags & FLAG_KEY_CHAIN != 0, max_key)?;
+        let key = self.key_from(ident, klen, head)?;
+        let value = if flags & FLAG_VALUE_CHAIN == 0 {
+            Value::Inline(self.owned(vlen)?)
+        } else {
+            let head = self.u32()?;
+            if head == 0 {
+                return Err(self.err(format!("cell {i}: overflow head is page 0")));
             }
-            f => return Err(self.err(format!("cell {i}: unknown flags {f:#x}"))),
+            Value::Overflow { len: vlen, head }
         };
         Ok(LeafCell { key, value })
     }
 
-    /// Skip over a leaf cell without copying it; returns its key.
+    /// Skip over a leaf cell without copying it; returns its key's
+    /// identity (see [`key_ident`]).
     pub fn leaf_key(&mut self, i: usize, max_key: usize) -> Result<&'a [u8]> {
         let flags = self.u8()?;
         let klen = self.varint()?;
         let vlen = self.varint()?;
-        if klen > max_key as u64 {
-            return Err(self.err(format!("key length {klen} exceeds {max_key}")));
+        if flags & !(FLAG_VALUE_CHAIN | FLAG_KEY_CHAIN) != 0 {
+            return Err(self.err(format!("cell {i}: unknown flags {flags:#x}")));
         }
-        let key = self.bytes(klen)?;
-        match flags {
-            0 => {
-                self.bytes(vlen)?;
-            }
-            1 => {
-                if self.u32()? == 0 {
-                    return Err(self.err(format!("cell {i}: overflow head is page 0")));
-                }
-            }
-            f => return Err(self.err(format!("cell {i}: unknown flags {f:#x}"))),
+        let (key, _) = self.key_parts(i, klen, flags & FLAG_KEY_CHAIN != 0, max_key)?;
+        if flags & FLAG_VALUE_CHAIN == 0 {
+            self.bytes(vlen)?;
+        } else if self.u32()? == 0 {
+            return Err(self.err(format!("cell {i}: overflow head is page 0")));
         }
         Ok(key)
     }
 
-    /// Skip over an interior cell without copying it; returns its key.
-    pub fn interior_key(&mut self, i: usize, max_key: usize) -> Result<&'a [u8]> {
-        let klen = self.varint()?;
-        if klen > max_key as u64 {
-            return Err(self.err(format!("key length {klen} exceeds {max_key}")));
+    /// The length and overflow flag of an interior cell's key.
+    fn interior_len_and_flag(&mut self) -> Result<(u64, bool)> {
+        let chained =
+            self.pos + 2 <= self.end && self.page[self.pos..self.pos + 2] == INTERIOR_KEY_CHAIN;
+        if chained {
+            self.pos += 2;
         }
-        let key = self.bytes(klen)?;
+        Ok((self.varint()?, chained))
+    }
+
+    /// Skip over an interior cell without copying it; returns its key's
+    /// identity (see [`key_ident`]).
+    pub fn interior_key(&mut self, i: usize, max_key: usize) -> Result<&'a [u8]> {
+        let (klen, chained) = self.interior_len_and_flag()?;
+        let (key, _) = self.key_parts(i, klen, chained, max_key)?;
         if self.u32()? == 0 {
             return Err(self.err(format!("cell {i}: child is page 0")));
         }
@@ -252,11 +525,9 @@ impl<'a> Reader<'a> {
 
     /// Parse an interior cell (cell number `i`, for messages).
     pub fn interior(&mut self, i: usize, max_key: usize) -> Result<InteriorCell> {
-        let klen = self.varint()?;
-        if klen > max_key as u64 {
-            return Err(self.err(format!("key length {klen} exceeds {max_key}")));
-        }
-        let key = self.owned(klen)?;
+        let (klen, chained) = self.interior_len_and_flag()?;
+        let (ident, head) = self.key_parts(i, klen, chained, max_key)?;
+        let key = self.key_from(ident, klen, head)?;
         let child = self.u32()?;
         if child == 0 {
             return Err(self.err(format!("cell {i}: child is page 0")));

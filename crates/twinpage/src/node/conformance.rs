@@ -22,11 +22,21 @@
 //!    TID `t`, decoding with committed TID `t` still gives the old node.
 //!    For formats that rewrite the page in place (`needs_base` false) the
 //!    property is vacuous: the journal keeps the old image elsewhere.
+//!
+//! Keys longer than [`NodeFormat::max_key_len`] are generated as the tree
+//! stores them (local bytes and a chain head); a decoded node is compared
+//! after [`complete_keys`] read their tails (from the generated node), and
+//! each key must come back with its chain.
 
-use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat, Value};
+use super::{
+    complete_keys, overflow_key_local, Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node,
+    NodeFormat, Value,
+};
+use crate::base::{Error, Pgno, BYTEWISE};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRng, TestRunner};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Page sizes the kit runs at.
 pub const PAGE_SIZES: &[usize] = &[512, 1024, 4096];
@@ -44,15 +54,86 @@ fn dec(ps: usize, committed_tid: u64) -> DecodeCtx<'static> {
     }
 }
 
+/// A key as the tree stores it: whole, or overflowing with a chain head
+/// derived from its bytes (the same key gets the same chain in every
+/// generated node, like a cell kept across versions).
+fn stored_key(key: Vec<u8>, max_key: usize) -> Bytes {
+    if key.len() <= max_key {
+        return key.into();
+    }
+    let head = 3 + crc32c::crc32c(&key) % (1 << 30);
+    Bytes::chained(Arc::from(key), head, overflow_key_local(max_key)).expect("long key")
+}
+
+/// Read back the tails of `node`'s overflowing keys (from the generated
+/// node `from`) and order its cells, as the pager does.
+fn complete(fmt: &dyn NodeFormat, got: &mut Node, from: &Node) -> Result<(), TestCaseError> {
+    let keys: Vec<&Bytes> = match from {
+        Node::Leaf(c) => c.iter().map(|c| &c.key).collect(),
+        Node::Interior { cells, .. } => cells.iter().map(|c| &c.key).collect(),
+    };
+    let mut tail = |head: Pgno, len: u64| {
+        keys.iter()
+            .find_map(|k| {
+                let c = k
+                    .chain()
+                    .filter(|c| c.head == head && c.tail_len() == len)?;
+                Some(k[c.local..].to_vec())
+            })
+            .ok_or_else(|| Error::corrupt("test", head, "no such chain"))
+    };
+    complete_keys(5, got, &BYTEWISE, fmt.unsorted_slots(), &mut tail)
+        .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))
+}
+
+/// Decoding `page` as committed by `tid` gives `want` (overflowing keys
+/// completed, chains included).
+fn reads_back(
+    fmt: &dyn NodeFormat,
+    page: &[u8],
+    ps: usize,
+    tid: u64,
+    want: &Node,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let mut got = fmt
+        .decode(5, page, &dec(ps, tid))
+        .map_err(|e| TestCaseError::fail(format!("{}: {what}: {e}", fmt.name())))?;
+    complete(fmt, &mut got, want)?;
+    prop_assert!(same_node(&got, want), "{}: {what} at {ps}", fmt.name());
+    Ok(())
+}
+
+/// Whether a node holds an overflowing key.
+fn has_chains(n: &Node) -> bool {
+    match n {
+        Node::Leaf(c) => c.iter().any(|c| c.key.chain().is_some()),
+        Node::Interior { cells, .. } => cells.iter().any(|c| c.key.chain().is_some()),
+    }
+}
+
+/// `got` equals `want`, overflow chains included.
+fn same_node(got: &Node, want: &Node) -> bool {
+    let chains = |n: &Node| -> Vec<_> {
+        match n {
+            Node::Leaf(c) => c.iter().map(|c| c.key.chain()).collect(),
+            Node::Interior { cells, .. } => cells.iter().map(|c| c.key.chain()).collect(),
+        }
+    };
+    got == want && chains(got) == chains(want)
+}
+
 /// Generated nodes whose cells respect the format's key and inline
 /// limits (the tree never produces others).
 fn node_strategy(fmt: &'static dyn NodeFormat, ps: usize) -> BoxedStrategy<Node> {
     let max_key = fmt.max_key_len(ps).max(1);
     let max_inline = fmt.max_inline_cell(ps);
     let key = prop_oneof![
-        4 => proptest::collection::vec(any::<u8>(), 1..=max_key.min(24)),
-        1 => proptest::collection::vec(any::<u8>(), 1..=max_key),
-    ];
+        16 => proptest::collection::vec(any::<u8>(), 1..=max_key.min(24)),
+        4 => proptest::collection::vec(any::<u8>(), 1..=max_key),
+        1 => proptest::collection::vec(any::<u8>(), max_key + 1..=max_key + 2 * ps),
+    ]
+    .prop_map(move |k| stored_key(k, max_key));
     let value = prop_oneof![
         3 => proptest::collection::vec(any::<u8>(), 0..=64).prop_map(|v| Value::Inline(v.into())),
         1 => (1u64..1 << 40, 3u32..1 << 30).prop_map(|(len, head)| Value::Overflow { len, head }),
@@ -63,10 +144,7 @@ fn node_strategy(fmt: &'static dyn NodeFormat, ps: usize) -> BoxedStrategy<Node>
     let leaf = proptest::collection::vec((key.clone(), value), 0..most).prop_map(move |cells| {
         let mut cells: Vec<LeafCell> = cells
             .into_iter()
-            .map(|(key, value)| LeafCell {
-                key: key.into(),
-                value,
-            })
+            .map(|(key, value)| LeafCell { key, value })
             .filter(|c| match &c.value {
                 Value::Inline(_) => fmt.leaf_cell_size(c) <= max_inline,
                 Value::Overflow { .. } => true,
@@ -83,10 +161,7 @@ fn node_strategy(fmt: &'static dyn NodeFormat, ps: usize) -> BoxedStrategy<Node>
         .prop_map(|(cells, right)| {
             let mut cells: Vec<InteriorCell> = cells
                 .into_iter()
-                .map(|(key, child)| InteriorCell {
-                    key: key.into(),
-                    child,
-                })
+                .map(|(key, child)| InteriorCell { key, child })
                 .collect();
             cells.sort_by(|a, b| a.key.cmp(&b.key));
             cells.dedup_by(|a, b| a.key == b.key);
@@ -151,34 +226,52 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         // 1 and 2 on a fresh page; 4 and 1 over a committed image.
         let (fresh, over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         let patches = AtomicUsize::new(0);
+        let (long, long_over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         runner(192)
             .run(&(nodes.clone(), nodes), |(old, new)| {
                 let Some(page) = write(fmt, ps, &old, None, 7)? else {
                     return Ok(());
                 };
-                let got = fmt
-                    .decode(5, &page, &dec(ps, 7))
-                    .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
-                prop_assert_eq!(&got, &old, "{}: round trip at {} bytes", fmt.name(), ps);
+                reads_back(fmt, &page, ps, 7, &old, "round trip")?;
                 fresh.fetch_add(1, Relaxed);
+                if has_chains(&old) {
+                    long.fetch_add(1, Relaxed);
+                }
                 let base = fmt.needs_base().then_some(page.as_slice());
                 if let Some(page2) = write(fmt, ps, &new, base, 8)? {
-                    let got = fmt
-                        .decode(5, &page2, &dec(ps, 8))
-                        .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
-                    prop_assert_eq!(&got, &new, "{}: over a base at {}", fmt.name(), ps);
+                    reads_back(fmt, &page2, ps, 8, &new, "over a base")?;
                     over.fetch_add(1, Relaxed);
                     if fmt.needs_base() {
-                        let committed = fmt.decode(5, &page2, &dec(ps, 7)).map_err(|e| {
-                            TestCaseError::fail(format!("{}: old version lost: {e}", fmt.name()))
-                        })?;
-                        prop_assert_eq!(
-                            &committed,
-                            &old,
-                            "{}: the committed version changed at {}",
-                            fmt.name(),
-                            ps
-                        );
+                        reads_back(fmt, &page2, ps, 7, &old, "the committed version")?;
+                    }
+                }
+                // The same node less its first cell, over its own image:
+                // the cells it keeps (overflowing keys among them) stay
+                // where they are in formats that keep versions.
+                if has_chains(&old) && old.len() > 1 {
+                    let mut trimmed = old.clone();
+                    match &mut trimmed {
+                        Node::Leaf(c) => {
+                            c.remove(0);
+                        }
+                        Node::Interior { cells, .. } => {
+                            cells.remove(0);
+                        }
+                    }
+                    let base = fmt.needs_base().then_some(page.as_slice());
+                    let page3 = write(fmt, ps, &trimmed, base, 8)?;
+                    // Every cell it keeps is paired with the committed
+                    // one (overflowing keys by their stored bytes), so
+                    // nothing new is written and it always fits.
+                    prop_assert!(
+                        page3.is_some(),
+                        "{}: a subset of the committed cells does not fit over them at {}",
+                        fmt.name(),
+                        ps
+                    );
+                    if let Some(page3) = page3 {
+                        reads_back(fmt, &page3, ps, 8, &trimmed, "trimmed over its base")?;
+                        long_over.fetch_add(1, Relaxed);
                     }
                 }
                 // One cell's value changed, nothing else: a format that
@@ -201,16 +294,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                             .encode_changed(5, &changed, &page, i, &ctx, &mut out)
                             .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
                         if patched {
-                            let got = fmt
-                                .decode(5, &out, &dec(ps, 8))
-                                .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
-                            prop_assert_eq!(
-                                &got,
-                                &changed,
-                                "{}: patched cell at {}",
-                                fmt.name(),
-                                ps
-                            );
+                            reads_back(fmt, &out, ps, 8, &changed, "patched cell")?;
                             patches.fetch_add(1, Relaxed);
                         }
                     }
@@ -231,6 +315,12 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         assert!(
             fmt.name() != "slotted" || patches >= 16,
             "{} at {ps}: only {patches} in-place patches",
+            fmt.name()
+        );
+        let (long, long_over) = (long.into_inner(), long_over.into_inner());
+        assert!(
+            long >= 8 && long_over >= 8,
+            "{} at {ps}: only {long} round trips and {long_over} overwrites with overflowing keys",
             fmt.name()
         );
         assert!(

@@ -34,7 +34,8 @@
 //! 88..     TB[0], TB[1]: ps/128 bytes each (ps/16 slots); bit i of TB[v]
 //!          set: slot i is deleted in version v
 //! 88+ps/64 arrSlots: u16 record offsets, insertion order, shared
-//! ...      free space, then records (slotted cell encoding), growing down
+//! ...      free space, then records (slotted cell encoding, overflowing
+//!          keys as `node::cell` describes), growing down
 //! ```
 
 use super::cell::{
@@ -324,6 +325,16 @@ fn parse(
             h.live
         )));
     }
+    // An overflowing key's identity is not the key: the table's order
+    // cannot compare it. Such a version is listed in bytewise order of the
+    // identities (unique to each cell), and sorted once its keys are
+    // complete (`cell::complete_keys`, `unsorted_slots`).
+    let leaf = h.kind == LEAF;
+    let order = if out.iter().any(|s| cell::key_overflows_at(page, s.0, leaf)) {
+        &BYTEWISE
+    } else {
+        order
+    };
     out.sort_unstable_by(|a, b| order.compare(&page[a.2..a.3], &page[b.2..b.3]));
     if out
         .windows(2)
@@ -390,6 +401,9 @@ struct Scratch {
     /// Live records of the new version, (slot, offset, length).
     live: Vec<(usize, usize, usize)>,
     cell: Vec<u8>,
+    /// A node cell's key identity when it is not the key
+    /// (`cell::key_ident`).
+    ident: Vec<u8>,
 }
 
 thread_local! {
@@ -544,7 +558,8 @@ impl IpsFormat {
         sc.kept.resize(sc.spans.len(), false);
         sc.slots.resize(n, usize::MAX);
         for i in 0..n {
-            let key = cell_key(node, i);
+            // Paired by the bytes the page stores for the key.
+            let key = cell::key_ident(cell_key(node, i), &mut sc.ident);
             let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
                 Ok(j) => {
                     let (off, len, _, _, slot) = sc.spans[j];
@@ -554,7 +569,8 @@ impl IpsFormat {
                         put_cell(node, i, &mut sc.cell, 0);
                         sc.cell[..] == base[off..off + len]
                     };
-                    sc.kept[j] = same;
+                    // Only ever set: each base record is one cell's.
+                    sc.kept[j] |= same;
                     same.then_some(slot)
                 }
                 Err(_) => None,
@@ -757,8 +773,13 @@ impl NodeFormat for IpsFormat {
 
     fn max_key_len(&self, page_size: usize) -> usize {
         // An overflow leaf cell is 1 + 3 + 10 + key + 4 bytes plus its
-        // 2-byte slot; keep every cell within a quarter page.
+        // 2-byte slot; keep every cell within a quarter page (a longer key
+        // overflows into a cell no larger: `overflow_key_local`).
         self.max_inline_cell(page_size) - 20
+    }
+
+    fn unsorted_slots(&self) -> bool {
+        true
     }
 
     fn max_inline_cell(&self, page_size: usize) -> usize {

@@ -17,7 +17,8 @@ pub mod inpage;
 pub mod ips;
 pub mod slotted;
 
-pub use bytes::Bytes;
+pub use bytes::{Bytes, KeyChain};
+pub use cell::{complete_keys, overflow_key_local};
 pub use dhl::DhlFormat;
 pub use inpage::InPageFormat;
 pub use ips::IpsFormat;
@@ -243,8 +244,20 @@ pub trait NodeFormat: Send + Sync {
         Ok(false)
     }
 
-    /// Largest key the format accepts for this page size.
+    /// Longest key a cell stores whole at this page size. A longer key
+    /// *overflows*: the tree stores its first [`overflow_key_local`] bytes
+    /// in the cell and the rest in an overflow chain ([`Bytes::chained`]), and
+    /// the format encodes it through `node::cell` (the format's decode
+    /// returns it as a stub that the pager completes, [`complete_keys`]).
     fn max_key_len(&self, page_size: usize) -> usize;
+
+    /// Whether the cells of a page are not stored in key order (the format
+    /// sorts them when it decodes): [`complete_keys`] then sorts a node
+    /// with overflowing keys after reading them, which the format could
+    /// not order.
+    fn unsorted_slots(&self) -> bool {
+        false
+    }
 
     /// Largest leaf cell kept inline; bigger values go to overflow pages.
     fn max_inline_cell(&self, page_size: usize) -> usize;

@@ -16,9 +16,11 @@
 //! Overflow pages and free-list trunks end with a 4-byte page checksum,
 //! crc32c(pgno, bytes 0..ps-4) ([`NodeFormat::raw_reserved`] = 4).
 //!
-//! Leaf cell: `flags u8` (bit 0: overflow), `varint key_len`, `varint
-//! value_len`, key, then the value (inline) or a u32 overflow head page.
-//! Interior cell: `varint key_len`, key, `u32 child`.
+//! Leaf cell: `flags u8` (bit 0: the value overflows, bit 1: the key
+//! overflows), `varint key_len`, `varint value_len`, key, then the value
+//! (inline) or a u32 overflow head page. Interior cell: `varint key_len`,
+//! key, `u32 child`. An overflowing key is stored as `node::cell`
+//! describes (local bytes and a chain head).
 
 use super::cell::{self, Reader};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
@@ -110,16 +112,17 @@ fn decode(
         let mut r = Reader::new(page, off, page.len(), pgno).sharing(share);
         let in_order = if kind == LEAF {
             let c = r.leaf(i, max_key)?;
-            let ok = leaf
-                .last()
-                .is_none_or(|p: &LeafCell| ctx.order.compare(&p.key, &c.key).is_lt());
+            // Overflowing keys are stubs here: complete_keys orders them.
+            let ok = leaf.last().is_none_or(|p: &LeafCell| {
+                p.key.is_stub() || c.key.is_stub() || ctx.order.compare(&p.key, &c.key).is_lt()
+            });
             leaf.push(c);
             ok
         } else {
             let c = r.interior(i, max_key)?;
-            let ok = interior
-                .last()
-                .is_none_or(|p| ctx.order.compare(&p.key, &c.key).is_lt());
+            let ok = interior.last().is_none_or(|p| {
+                p.key.is_stub() || c.key.is_stub() || ctx.order.compare(&p.key, &c.key).is_lt()
+            });
             interior.push(c);
             ok
         };
@@ -327,7 +330,8 @@ macro_rules! slotted_impl {
             fn max_key_len(&self, page_size: usize) -> usize {
                 // An overflow leaf cell is 1 + 3 + 10 + key + 4 bytes (+2
                 // pointer); keep every cell within a quarter page so a
-                // split always works.
+                // split always works. A longer key overflows, and its
+                // cell is no larger (`overflow_key_local`).
                 self.max_inline_cell(page_size) - 20
             }
 

@@ -560,11 +560,28 @@ impl Pager {
     }
 
     /// Decode a tree page read from storage (its checksum is verified
-    /// there); errors name the file.
-    fn decode_page(&self, pgno: Pgno, raw: &Arc<[u8]>, ctx: &DecodeCtx) -> Result<Node> {
-        self.format
+    /// there), reading the tails of its overflowing keys through `view`
+    /// (the state the page belongs to); errors name the file.
+    fn decode_page(
+        &self,
+        pgno: Pgno,
+        raw: &Arc<[u8]>,
+        ctx: &DecodeCtx,
+        view: &dyn PageRead,
+    ) -> Result<Node> {
+        let mut node = self
+            .format
             .decode_shared(pgno, raw, ctx)
-            .map_err(|e| self.named(e))
+            .map_err(|e| self.named(e))?;
+        crate::node::complete_keys(
+            pgno,
+            &mut node,
+            ctx.order,
+            self.format.unsorted_slots(),
+            &mut |head, len| crate::btree::read_overflow(view, head, len),
+        )
+        .map_err(|e| self.named(e))?;
+        Ok(node)
     }
 
     /// Verify a raw (overflow or free-list) page; errors name the file.
@@ -884,7 +901,12 @@ impl Pager {
             Ok(match order {
                 Some(order) => {
                     let ctx = self.decode_ctx(h.fcc, order);
-                    Some(Arc::new(self.decode_page(pgno, raw, &ctx)?))
+                    let view = ReadPages {
+                        pager: self,
+                        snap: h,
+                        reader: 0,
+                    };
+                    Some(Arc::new(self.decode_page(pgno, raw, &ctx, &view)?))
                 }
                 None => None,
             })
@@ -1784,7 +1806,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
             Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => return Ok(n.clone()),
             Some(Dirty::Raw(r)) => {
                 let ctx = self.pager.decode_ctx(self.st.txn.tid, order);
-                return Ok(Arc::new(self.pager.decode_page(pgno, r, &ctx)?));
+                return Ok(Arc::new(self.pager.decode_page(pgno, r, &ctx, self)?));
             }
             None => {}
         }
@@ -1792,7 +1814,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         if self.st.spilled.contains(&pgno) {
             let raw = self.pager.read_committed(pgno, self.st.txn.tid)?;
             let ctx = self.pager.decode_ctx(self.st.txn.tid, order);
-            return Ok(Arc::new(self.pager.decode_page(pgno, &raw, &ctx)?));
+            return Ok(Arc::new(self.pager.decode_page(pgno, &raw, &ctx, self)?));
         }
         self.pager
             .committed_node(pgno, self.read_point(), order)
