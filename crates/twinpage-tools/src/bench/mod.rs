@@ -9,6 +9,8 @@
 //! * `twinpage bench cpu` — CPU per insert, update, delete, select and
 //!   100-row scan with the disk out of the picture, beside SQLite.
 //! * `twinpage bench readers` — point reads from 1, 2, 4 threads, warm and cold cache.
+//! * `twinpage bench long-reader` — the log's size while a reader stays
+//!   open across an update run, beside SQLite's.
 //! * `twinpage bench recovery` — time to open and query after a crash in
 //!   the middle of a commit.
 //!
@@ -20,6 +22,7 @@ pub mod blockdev;
 pub mod cpu;
 pub mod engines;
 pub mod figure;
+pub mod longreader;
 pub mod readers;
 pub mod recovery;
 pub mod report;
@@ -104,6 +107,9 @@ pub enum BenchCmd {
     Recovery(recovery::RecoveryArgs),
     /// Point reads from several threads at once (warm and cold cache).
     Readers(readers::ReadersArgs),
+    /// The log's size while one reader stays open across an update run,
+    /// twinpage's WAL beside SQLite's.
+    LongReader(longreader::LongReaderArgs),
     /// CPU per operation with the disk out of the picture (synchronous=off
     /// or in memory), twinpage's API beside SQLite's prepared statements.
     Cpu(cpu::CpuArgs),
@@ -249,6 +255,7 @@ pub fn run(a: Args) -> twinpage::Result<i32> {
         Some(BenchCmd::Mobibench(m)) => run_mobibench(&m),
         Some(BenchCmd::Recovery(r)) => recovery::run(&r),
         Some(BenchCmd::Readers(r)) => readers::run(&r),
+        Some(BenchCmd::LongReader(l)) => longreader::run(&l),
         Some(BenchCmd::Cpu(c)) => cpu::run(&c),
         Some(BenchCmd::Trace(t)) => trace::run(&t),
         Some(BenchCmd::CpuChild(c)) => cpu::child(&c),

@@ -263,8 +263,9 @@ impl CommitCheck<'_> {
 ///
 /// The life of a write transaction: `begin_write`, `begin_txn`, the page
 /// hooks, then at commit `lock_for_write` and `before_commit` (both
-/// outside the pager's commit lock: they may wait), `commit_turn` (under
-/// it), `end_txn`, `end_write`. A rollback calls `end_txn(txn, None)` and
+/// outside the pager's commit lock: they may wait), `commit_turn` and
+/// `sequenced` (under it), `end_txn` (once durable and installed),
+/// `end_write`. A rollback calls `end_txn(txn, None)` and
 /// `end_write`.
 ///
 /// The file-level lock moments default to taking no lock: protocols that
@@ -359,6 +360,15 @@ pub trait LockManager: Send + Sync {
     fn commit_turn(&self, txn: &Txn, check: &CommitCheck<'_>) -> Result<Tid> {
         let _ = check;
         Ok(txn.tid)
+    }
+
+    /// The transaction's commit is in the journal's order (validated,
+    /// TID fixed, under the commit lock) but not yet durable: with group
+    /// commit it waits for a shared fdatasync, and a protocol that orders
+    /// commits may let its successor commit now. It keeps its locks until
+    /// [`LockManager::end_txn`]. Default: nothing.
+    fn sequenced(&self, txn: &Txn) {
+        let _ = txn;
     }
 
     /// The transaction is over: committed as `committed` (durable and

@@ -22,7 +22,8 @@
 //! (TID := INV) and truncates the file to the committed page count. See
 //! `docs/modes/dhl.md` for the rules and why each step is safe.
 
-use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
+use super::group::GroupCommit;
+use super::{CommitSet, CommitTicket, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
 use crate::base::header::seal_page1;
 use crate::base::pgmap::PgnoSet;
 use crate::base::Synchronous;
@@ -69,9 +70,28 @@ pub struct DhlJournal<F: InPageFormat = DhlFormat> {
     /// or after the write, never half of it (its version checksums would
     /// fail).
     io: [RwLock<()>; IO_STRIPES],
+    /// Group commit of several writers' counting commits (2VTO): the
+    /// leader writes a batch's pages, one page-1 mark for all of it, and
+    /// syncs once (docs/modes/dhl.md §3, *Group commit*).
+    group: GroupCommit<Batched>,
 }
 
 const IO_STRIPES: usize = 16;
+
+/// A counting commit waiting in the group commit queue for the leader to
+/// write it.
+struct Batched {
+    /// Its pages (page 1 excluded; zero-filled extensions included).
+    pages: Vec<PageImage>,
+    /// The header it commits and the one before it.
+    header: Header,
+    prev: Header,
+    /// Pages that carry its TID and count (|W|).
+    size: u32,
+    /// Its commit record is embedded in one of `pages` (it was the first
+    /// of its batch: every commit before it durable when it is written).
+    embedded: bool,
+}
 
 #[derive(Default)]
 struct State {
@@ -285,6 +305,7 @@ impl<F: InPageFormat> DhlJournal<F> {
             st: Mutex::default(),
             sync_failed: AtomicBool::new(false),
             io: Default::default(),
+            group: GroupCommit::new(),
         }
     }
 
@@ -301,6 +322,46 @@ impl<F: InPageFormat> DhlJournal<F> {
             }
         }
         Ok(())
+    }
+
+    /// Write a batch of counting commits and make it durable (the group
+    /// commit's flush, run by the leader without any journal lock). Every
+    /// commit before the batch is durable (G2). The pages of all its
+    /// commits, then, unless the batch is one commit with an embedded
+    /// record, page 1 as the mark of the whole batch: FCC = the last
+    /// commit, pending, counting the versions of every TID above the FCC
+    /// before the batch (§3, *Group commit*); one fdatasync.
+    fn flush_batch(&self, db: &DbFile, batch: &[Batched]) -> Result<bool> {
+        let r = (|| {
+            self.check_sync_failed()?;
+            for b in batch {
+                for p in &b.pages {
+                    self.write_page(db, p.pgno, &p.data)?;
+                }
+            }
+            let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+                return Ok(false);
+            };
+            if batch.len() > 1 || !first.embedded {
+                let tail = Tail {
+                    pending: Some(Pending {
+                        size: batch.iter().map(|b| b.size).sum(),
+                        prev_pages: first.prev.page_count,
+                        prev_fcc: first.prev.fcc,
+                    }),
+                };
+                let p1 = self.page1(db.page_size, &last.header, tail);
+                self.write_page(db, 1, &p1)?;
+            }
+            self.sync(db)?;
+            Ok(self.sync != Synchronous::Off)
+        })();
+        if r.is_err() {
+            // Whatever part of the batch reached storage, recovery decides
+            // (the same reasoning as a failed fdatasync).
+            self.sync_failed.store(true, Ordering::SeqCst);
+        }
+        r
     }
 
     /// Refuse to touch storage after a failed sync (see `sync_failed`).
@@ -365,14 +426,22 @@ impl<F: InPageFormat> DhlJournal<F> {
     ) -> Result<(u64, u32)> {
         let count = |t: u64| scan.count.get(&t).copied().unwrap_or(0);
         let top = scan.top;
-        // Page 1 first. A pending FCC T (counting commit without
-        // embedding) is committed if a later TID exists (T+1 started only
-        // after T's sync) or if all T's pages are there.
+        // Page 1 first. A pending FCC L (counting commit without
+        // embedding, or the mark of a group commit's batch) is committed if
+        // a later TID exists (the next batch was written only after this
+        // one's sync: G2) or if the versions of every TID in (F0, L], F0 the
+        // FCC before it, number S.
         let (mut fcc, mut pc) = (h.fcc, h.page_count);
         let mut counted = false;
         if let Some(p) = tail.pending {
             if top <= h.fcc {
-                if count(h.fcc) == p.size as u64 {
+                let range: u64 = scan
+                    .count
+                    .iter()
+                    .filter(|(&t, _)| t > p.prev_fcc && t <= h.fcc)
+                    .map(|(_, &n)| n)
+                    .sum();
+                if range == p.size as u64 {
                     counted = true;
                 } else {
                     fcc = p.prev_fcc;
@@ -380,44 +449,51 @@ impl<F: InPageFormat> DhlJournal<F> {
                 }
             }
         }
-        // Then embedded commit records above it: every TID below the top
-        // one is committed (its successor only started after its sync);
-        // the top one if its record is there and all its pages are.
+        // Then the TIDs above it, newest first. Above page 1's FCC lie the
+        // batches written since page 1 last reached storage: batches of one
+        // embedded commit, every one durable but the last, and the last
+        // batch (maybe in flight), whose first commit alone may carry a
+        // record. So TIDs without a record at the top belong to the last
+        // batch and are not committed (its mark never reached storage); the
+        // newest record is committed if all its pages are there; if not, it
+        // was the first of the last batch, and the record below it is
+        // durable (it must be complete). Anything else is damage: a record
+        // missing or incomplete below that point.
         if top > fcc {
             counted = false;
-            match scan.records.get(&top) {
-                Some(r) if count(top) == r.txn_size as u64 => {
-                    fcc = top;
-                    pc = r.page_count;
-                    counted = true;
-                }
-                _ => {
-                    // The commit before `top`: TID top − 1 when it left
-                    // versions (consecutive TIDs); after a gap (2VTO skips
-                    // aborted TIDs) the newest embedded record below it.
-                    let prev = if count(top - 1) > 0 || scan.records.contains_key(&(top - 1)) {
-                        top - 1
-                    } else {
-                        scan.records
-                            .keys()
-                            .copied()
-                            .filter(|&t| t > fcc && t < top)
-                            .max()
-                            .unwrap_or(fcc)
-                    };
-                    if prev > fcc {
-                        match scan.records.get(&prev) {
-                            Some(r) => pc = r.page_count,
-                            None if self.sync == Synchronous::Off => pc = file_pages,
-                            None => {
-                                return Err(Error::corrupt(
-                                    "database",
-                                    0,
-                                    format!("commit record of transaction {prev} is missing"),
-                                ))
-                            }
-                        }
-                        fcc = prev;
+            let mut tids: Vec<u64> = scan
+                .count
+                .keys()
+                .chain(scan.records.keys())
+                .copied()
+                .filter(|&t| t > fcc)
+                .collect();
+            tids.sort_unstable_by(|a, b| b.cmp(a));
+            tids.dedup();
+            let mut first_incomplete: Option<u64> = None;
+            for t in tids {
+                match (scan.records.get(&t), first_incomplete) {
+                    (Some(r), _) if count(t) == r.txn_size as u64 => {
+                        fcc = t;
+                        pc = r.page_count;
+                        counted = true;
+                        break;
+                    }
+                    (Some(_), None) => first_incomplete = Some(t),
+                    (None, None) => {}
+                    // Without durability every reordering is possible:
+                    // take what is complete.
+                    _ if self.sync == Synchronous::Off => {}
+                    (r, Some(newer)) => {
+                        return Err(Error::corrupt(
+                            "database",
+                            0,
+                            format!(
+                                "transaction {t} is below the unfinished transaction {newer} \
+                                 but its commit record is {}",
+                                if r.is_some() { "incomplete" } else { "missing" }
+                            ),
+                        ))
                     }
                 }
             }
@@ -603,7 +679,11 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         if !self.embed
             || header_must_be_written(prev_header, header, true)
             || prev_header.fcc.checked_add(1) != Some(tid)
+            || !self.group.idle()
         {
+            // Nor when commits are queued or being flushed: a record names
+            // one transaction, and only the first of a batch may count
+            // alone (§3, *Group commit*).
             return Ok(());
         }
         let mut st = self.st.lock();
@@ -740,7 +820,55 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         st.commit_page = None;
         st.restore_page1 = None;
         st.rewritten = false;
+        if self.sync != Synchronous::Off {
+            self.group.note_single();
+        }
         Ok(())
+    }
+
+    fn sequence_commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<CommitTicket> {
+        self.check_sync_failed()?;
+        let mut st = self.st.lock();
+        self.mark_session(&mut st, db, set.prev_header)?;
+        st.begin(set.tid);
+        let free = set.free;
+        let counting = self.protocol == CommitProtocol::Counting
+            && st.written.is_empty()
+            && !header_must_be_written(set.prev_header, set.header, true);
+        if !counting {
+            // Spilled pages, a traditional commit or a header only page 1
+            // can hold: the one-writer sequence, once nothing is in flight.
+            drop(st);
+            self.group
+                .wait_quiet(|batch| self.flush_batch(db, &batch))?;
+            self.commit(db, set)?;
+            return Ok(CommitTicket::default());
+        }
+        let body: Vec<PageImage> = set.pages.iter().filter(|p| p.pgno != 1).cloned().collect();
+        let size = st.counted(body.iter().map(|p| p.pgno), free) as u32;
+        let embedded = self.embed && matches!(st.commit_page, Some((t, _)) if t == set.tid);
+        st.commit_page = None;
+        st.committed = None;
+        let t = self.group.enqueue(Some(Batched {
+            pages: body,
+            header: *set.header,
+            prev: *set.prev_header,
+            size,
+            embedded,
+        }))?;
+        Ok(CommitTicket {
+            group: Some(t),
+            writes: Vec::new(),
+        })
+    }
+
+    fn finish_commit(&self, db: &DbFile, ticket: &mut CommitTicket) -> Result<()> {
+        match ticket.group {
+            Some(t) => self
+                .group
+                .wait_durable(t, |batch| self.flush_batch(db, &batch)),
+            None => Ok(()),
+        }
     }
 
     fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()> {
@@ -798,6 +926,10 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         // Page 1 says "not clean" (a spill that was rolled back marked it,
         // and its pages may have taken the free-list trunks).
         self.st.lock().session_marked
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        self.group.stats().named().to_vec()
     }
 }
 

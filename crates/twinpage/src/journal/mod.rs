@@ -7,6 +7,7 @@
 //! explorer (`twinpage crashtest --mode all`) and the benchmark cover it.
 
 mod dhl;
+pub mod group;
 mod off;
 pub mod registry;
 mod rollback;
@@ -22,7 +23,7 @@ pub use registry::{by_code, Cleanup, FreeListPolicy, JournalMode, Leftover, Mode
 pub use shadow::DashJournal;
 
 use crate::base::Header;
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, Pgno, Result, Tid};
 use crate::node::NodeFormat;
 use crate::storage::DbFile;
 use crate::storage::{Vfs, VfsFile};
@@ -129,8 +130,11 @@ pub struct CommitSet<'a> {
     /// `clean_close` differ from `prev_header`.
     pub header: &'a Header,
     /// Snapshot (FCC) of the oldest open read transaction; `u64::MAX` if
-    /// none. A WAL checkpoint must not copy frames newer than this.
+    /// none (the first of `readers`).
     pub oldest_snapshot: u64,
+    /// Snapshots of the open read transactions, ascending, distinct.
+    /// What a WAL keeps for them when it restarts the log.
+    pub readers: &'a [Tid],
     /// Sorted pages that are free in the state this transaction commits
     /// although the transaction may have written them (empty on a spill):
     /// pages it freed (a spill may have written them first) and the
@@ -195,6 +199,29 @@ pub struct PreOpenCtx<'a> {
     pub busy_timeout: Duration,
 }
 
+/// Bytes a pipelined commit writes outside the pager's commit lock
+/// ([`Journal::finish_commit`]).
+pub struct PendingWrite {
+    /// The file.
+    pub file: Arc<dyn VfsFile>,
+    /// Byte offset.
+    pub at: u64,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// A commit that [`Journal::sequence_commit`] put in commit order and that
+/// [`Journal::finish_commit`] makes durable and [`Journal::publish_commit`]
+/// publishes.
+#[derive(Default)]
+pub struct CommitTicket {
+    /// Its ticket in the journal's group commit (`None`: the commit is
+    /// already durable).
+    pub group: Option<u64>,
+    /// Writes left to do outside the commit lock.
+    pub writes: Vec<PendingWrite>,
+}
+
 /// A recovery scheme. Methods take `&self` so that readers can fetch
 /// pages (WAL) while a commit is under way; implementations lock inside.
 pub trait Journal: Send + Sync {
@@ -220,6 +247,41 @@ pub trait Journal: Send + Sync {
 
     /// Make the transaction atomic and durable (per [`Durability`](crate::base::Durability)).
     fn commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()>;
+
+    /// The commit of one of several concurrent writers, first step, under
+    /// the pager's commit lock (so in commit order): put the transaction
+    /// in the log's order and do what must happen in that order. The pager
+    /// then calls [`Journal::finish_commit`] without the lock and, once
+    /// every earlier commit was published, [`Journal::publish_commit`]. An
+    /// error here leaves no trace of the commit; an error in a later step
+    /// poisons the handle (other commits may be in flight behind it).
+    /// Default: the whole [`Journal::commit`], under the lock.
+    fn sequence_commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<CommitTicket> {
+        self.commit(db, set)?;
+        Ok(CommitTicket::default())
+    }
+
+    /// Second step of a pipelined commit, outside the commit lock: write
+    /// what [`Journal::sequence_commit`] left and return once the commit
+    /// and every commit sequenced before it are durable (group commit:
+    /// `journal::group`). Default: nothing (already durable).
+    fn finish_commit(&self, db: &DbFile, ticket: &mut CommitTicket) -> Result<()> {
+        let _ = (db, ticket);
+        Ok(())
+    }
+
+    /// Last step of a pipelined commit, in commit order, just before the
+    /// pager installs it for readers: make it readable (the WAL's index).
+    fn publish_commit(&self, ticket: &CommitTicket) -> Result<()> {
+        let _ = ticket;
+        Ok(())
+    }
+
+    /// Whether [`Journal::after_commit`] has anything to do (the pager
+    /// takes its commit lock for it only then).
+    fn maintenance_due(&self) -> bool {
+        false
+    }
 
     /// Undo what [`Journal::spill`] or a failed commit wrote to the database
     /// file, restoring `orig_page_count` pages. A no-op when nothing was
@@ -274,21 +336,22 @@ pub trait Journal: Send + Sync {
     }
 
     /// Maintenance after a commit is installed (readers starting now see
-    /// it; `oldest_snapshot` is the oldest open reader's FCC): WAL's
+    /// it; `readers` are the open readers' snapshots, ascending): WAL's
     /// automatic checkpoint. Errors do not undo the commit.
-    fn after_commit(&self, db: &DbFile, oldest_snapshot: u64) -> Result<()> {
-        let _ = (db, oldest_snapshot);
+    fn after_commit(&self, db: &DbFile, readers: &[Tid]) -> Result<()> {
+        let _ = (db, readers);
         Ok(())
     }
 
     /// Copy logged pages into the database file (WAL); a no-op elsewhere.
+    /// `readers`: the open readers' snapshots, ascending.
     fn checkpoint(
         &self,
         db: &DbFile,
         mode: CheckpointMode,
-        oldest_snapshot: u64,
+        readers: &[Tid],
     ) -> Result<CheckpointInfo> {
-        let _ = (db, mode, oldest_snapshot);
+        let _ = (db, mode, readers);
         Ok(CheckpointInfo::default())
     }
 

@@ -53,6 +53,18 @@
 //!   before the next commit is validated (both happen under the commit
 //!   lock), so a protocol's [`cc::CommitCheck::last_commit`] never misses
 //!   a commit.
+//! - **P12** With several writers, a commit is *sequenced* under the
+//!   commit lock (validated, given its TID and the header it merges on,
+//!   handed to [`Journal::sequence_commit`]) and then made durable without
+//!   the lock ([`Journal::finish_commit`]: the journal's group commit), so
+//!   commits that become ready during one fdatasync share the next one.
+//!   Commits are installed for readers strictly in sequence order, each
+//!   once it is durable, so the installed header (what readers see) is
+//!   always a prefix of the sequenced ones and never runs ahead of
+//!   durability (P2). Page TIDs are set when a commit is sequenced (P11):
+//!   a reader's snapshot is an installed header, older than any sequenced
+//!   commit not yet installed, so such a page sends it to the journal for
+//!   its version (P3) until the commit is installed.
 
 mod alloc;
 mod cache;
@@ -73,19 +85,19 @@ use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result, Tid, BYTEWISE};
 use crate::cc::{self, CommitCheck, LockManager, Profile, Protocol, Txn};
 use crate::journal::{
-    registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, FreeListPolicy, Journal,
+    registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, CommitTicket, FreeListPolicy, Journal,
     ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
 };
 use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat};
 use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Settings the pager needs at open.
 #[derive(Clone)]
@@ -116,6 +128,17 @@ pub struct PagerConfig {
     /// The caller's key orders (tables with their own order are walked in
     /// it when the free list is rebuilt after a crash).
     pub key_orders: Option<Arc<dyn crate::base::KeyOrders>>,
+}
+
+/// The commit order (P12), under the commit lock.
+struct Sequencer {
+    /// The header of the newest commit put in order: the one the next
+    /// commit merges on top of (P10). Readers see [`Shared::header`], the
+    /// newest commit installed, which trails it while commits are in
+    /// flight.
+    header: Header,
+    /// The ordinal the next commit gets.
+    next: u64,
 }
 
 struct Shared {
@@ -217,8 +240,13 @@ pub struct Pager {
     /// Unique per open pager (tags the per-thread hot nodes).
     id: u64,
     journal: Box<dyn Journal>,
-    /// Serializes commits, spills and rollbacks.
-    commit_lock: Mutex<()>,
+    /// Serializes commits, spills and rollbacks, and holds the commit
+    /// order (P12).
+    commit_lock: Mutex<Sequencer>,
+    /// P12: the ordinal of the next commit to install for readers, and
+    /// the commits waiting for their turn.
+    installed: Mutex<u64>,
+    install_cv: Condvar,
     /// The emptied collections of the last write transaction, reused by
     /// the next (no allocation per transaction for them once grown).
     spare: Mutex<Spare>,
@@ -387,7 +415,12 @@ impl Pager {
             closed: AtomicBool::new(false),
             id: NEXT_PAGER_ID.fetch_add(1, Ordering::Relaxed),
             journal,
-            commit_lock: Mutex::new(()),
+            commit_lock: Mutex::new(Sequencer {
+                header,
+                next: 0,
+            }),
+            installed: Mutex::new(0),
+            install_cv: Condvar::new(),
             spare: Mutex::new(Spare::default()),
             state: Mutex::new(StateBox {
                 state: PagerState::Idle,
@@ -831,6 +864,10 @@ impl Pager {
             st.state = PagerState::Error;
             st.why = Some(why);
         }
+        drop(st);
+        // Commits waiting for their turn to install give up (P12).
+        let _g = self.installed.lock();
+        self.install_cv.notify_all();
     }
 
     fn encode_ctx(&self, tid: u64) -> EncodeCtx {
@@ -1004,6 +1041,15 @@ impl Pager {
         }
     }
 
+    /// Snapshots of the open readers, ascending, distinct.
+    pub fn reader_snapshots(&self) -> Vec<Tid> {
+        let sh = self.shared.lock();
+        if sh.readers.is_empty() {
+            return Vec::new();
+        }
+        sh.readers.keys().copied().collect()
+    }
+
     /// Snapshot of the oldest open reader (`u64::MAX` if none).
     pub fn oldest_snapshot(&self) -> Tid {
         self.shared
@@ -1015,21 +1061,14 @@ impl Pager {
             .unwrap_or(Tid::MAX)
     }
 
-    /// Run a checkpoint (WAL); a no-op in modes without a log. All modes
-    /// but `Passive` first wait (up to the busy timeout) for readers of
-    /// older snapshots to finish; new readers see the newest commit, as no
-    /// commit can run meanwhile.
+    /// Run a checkpoint (WAL); a no-op in modes without a log. No mode
+    /// waits for readers: the log keeps in memory what their snapshots
+    /// still read (docs/modes/wal.md, "Readers never pin the log").
     pub fn checkpoint(&self, mode: CheckpointMode) -> Result<CheckpointInfo> {
         self.check_poison()?;
         let _g = self.commit_lock.lock();
-        if mode != CheckpointMode::Passive {
-            let deadline = Instant::now() + self.cfg.busy_timeout;
-            while self.oldest_snapshot() < self.header().fcc && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
         self.journal
-            .checkpoint(&self.db, mode, self.oldest_snapshot())
+            .checkpoint(&self.db, mode, &self.reader_snapshots())
     }
 
     /// The journal mode's own counters (see [`Journal::stats`]).
@@ -1241,6 +1280,7 @@ impl Pager {
             });
         }
         let src = Originals { pager: self };
+        let readers = self.reader_snapshots();
         let set = CommitSet {
             tid,
             pages: &pages,
@@ -1249,7 +1289,8 @@ impl Pager {
             originals: &src,
             prev_header: &st.orig_header,
             header: &st.header,
-            oldest_snapshot: self.oldest_snapshot(),
+            oldest_snapshot: readers.first().copied().unwrap_or(Tid::MAX),
+            readers: &readers,
             free: &[],
         };
         self.journal.spill(&self.db, &set)?;
@@ -1264,13 +1305,49 @@ impl Pager {
     /// the new state (P1, P2). `st.header` already carries the new FCC.
     fn write_commit(&self, st: &mut WriteState) -> Result<()> {
         self.take_exclusive(st)?;
-        let _g = self.commit_lock.lock();
-        self.write_commit_locked(st)
+        let mut g = self.commit_lock.lock();
+        self.write_commit_locked(&mut g, st)
     }
 
     /// [`Pager::write_commit`] with the commit lock held.
-    fn write_commit_locked(&self, st: &mut WriteState) -> Result<()> {
+    fn write_commit_locked(&self, g: &mut Sequencer, st: &mut WriteState) -> Result<()> {
         self.phase(st, TxnPhase::Committing)?;
+        let tid = st.txn.tid;
+        let (mut pages, free) = self.commit_pages(st)?;
+        let src = Originals { pager: self };
+        let readers = self.reader_snapshots();
+        let set = CommitSet {
+            tid,
+            pages: &pages,
+            orig_page_count: st.orig_header.page_count,
+            new_page_count: st.header.page_count,
+            originals: &src,
+            prev_header: &st.orig_header,
+            header: &st.header,
+            oldest_snapshot: readers.first().copied().unwrap_or(Tid::MAX),
+            readers: &readers,
+            free: &free,
+        };
+        let r = self.journal.commit(&self.db, &set);
+        if let Err(e) = r {
+            st.pages = pages;
+            return Err(e);
+        }
+        // Durable: install the pages, then publish the header (P1, P2).
+        self.mark_changed(st, &pages, &free);
+        self.install(st, &mut pages);
+        st.pages = pages;
+        g.header = st.header;
+        // Readers that start from now on see this commit, so the oldest
+        // snapshot is final. The commit is durable: a failed maintenance
+        // step is the mode's to retry, not the transaction's error.
+        let _ = self.journal.after_commit(&self.db, &self.reader_snapshots());
+        Ok(())
+    }
+
+    /// The encoded pages of a commit (page 1 first, sorted) and the pages
+    /// free in the state it commits although it may write them.
+    fn commit_pages(&self, st: &mut WriteState) -> Result<(Vec<PageImage>, Vec<Pgno>)> {
         let tid = st.txn.tid;
         let mut pgnos = std::mem::take(&mut st.pgnos);
         pgnos.clear();
@@ -1318,32 +1395,32 @@ impl Pager {
             };
             pages.push(PageImage { pgno: p, data });
         }
+        st.pgnos = pgnos;
         self.journal
             .prepare_commit(tid, &st.orig_header, &st.header, &mut pages, &free)?;
-        let src = Originals { pager: self };
-        let set = CommitSet {
-            tid,
-            pages: &pages,
-            orig_page_count: st.orig_header.page_count,
-            new_page_count: st.header.page_count,
-            originals: &src,
-            prev_header: &st.orig_header,
-            header: &st.header,
-            oldest_snapshot: self.oldest_snapshot(),
-            free: &free,
-        };
-        self.journal.commit(&self.db, &set)?;
-        // Durable: install the pages, then publish the header (P1, P2).
+        Ok((pages, free))
+    }
+
+    /// Record that the commit of `st` changed its pages (P11): before the
+    /// next commit is validated, and before any of them is installed.
+    fn mark_changed(&self, st: &WriteState, pages: &[PageImage], free: &[Pgno]) {
+        let tid = st.txn.tid;
         for &p in &st.spilled {
             let mut sh = self.cache.write(p);
             sh.cache.remove(p);
             sh.page_tid.insert(p, tid);
         }
-        for &p in &free {
-            // Freed (or filled with zeros): its old image stays cached for
-            // older snapshots, but the commit changed it (P11).
+        // Freed pages (or zero-filled ones): their old images stay cached
+        // for older snapshots, but the commit changed them.
+        for &p in free.iter().chain(pages.iter().map(|img| &img.pgno)) {
             self.cache.write(p).page_tid.insert(p, tid);
         }
+    }
+
+    /// Put a durable commit's pages into the cache, then publish its
+    /// header (P1, P2). `pages` is emptied (its buffer is kept).
+    fn install(&self, st: &mut WriteState, pages: &mut Vec<PageImage>) {
+        let tid = st.txn.tid;
         for img in pages.drain(..) {
             let node = match st.dirty.get(&img.pgno) {
                 Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => Some(n.clone()),
@@ -1363,7 +1440,6 @@ impl Pager {
                 self.recycle(old);
             }
         }
-        (st.pgnos, st.pages) = (pgnos, pages);
         if st.header.page_count < st.orig_header.page_count {
             // The cache holds committed pages only, so nothing lies above
             // the count unless it shrank (a scan of every shard otherwise).
@@ -1382,11 +1458,79 @@ impl Pager {
                 sh.held.extend(freed);
             }
         }
-        drop(sh);
-        // Readers that start from now on see this commit, so the oldest
-        // snapshot is final. The commit is durable: a failed maintenance
-        // step is the mode's to retry, not the transaction's error.
-        let _ = self.journal.after_commit(&self.db, self.oldest_snapshot());
+    }
+
+    /// The first step of a multi-writer commit (P12), under the commit
+    /// lock: encode, hand to the journal in commit order, mark the pages
+    /// changed. Returns the journal's ticket, the commit's ordinal, its
+    /// pages and its free pages.
+    fn sequence_commit(&self, g: &mut Sequencer, st: &mut WriteState) -> Result<Sequenced> {
+        self.phase(st, TxnPhase::Committing)?;
+        let (pages, free) = self.commit_pages(st)?;
+        let src = Originals { pager: self };
+        let readers = self.reader_snapshots();
+        let set = CommitSet {
+            tid: st.txn.tid,
+            pages: &pages,
+            orig_page_count: st.orig_header.page_count,
+            new_page_count: st.header.page_count,
+            originals: &src,
+            prev_header: &st.orig_header,
+            header: &st.header,
+            oldest_snapshot: readers.first().copied().unwrap_or(Tid::MAX),
+            readers: &readers,
+            free: &free,
+        };
+        let ticket = match self.journal.sequence_commit(&self.db, &set) {
+            Ok(t) => t,
+            Err(e) => {
+                st.pages = pages;
+                return Err(e);
+            }
+        };
+        self.mark_changed(st, &pages, &free);
+        g.header = st.header;
+        let ordinal = g.next;
+        g.next += 1;
+        Ok(Sequenced {
+            ticket,
+            ordinal,
+            pages,
+        })
+    }
+
+    /// The rest of a multi-writer commit (P12), without the commit lock:
+    /// the journal makes it durable (sharing an fdatasync with the commits
+    /// ready at the same time), then it is published and installed once
+    /// every earlier commit was.
+    fn finish_commit(&self, st: &mut WriteState, mut seq: Sequenced) -> Result<()> {
+        let r = self
+            .journal
+            .finish_commit(&self.db, &mut seq.ticket)
+            .and_then(|()| {
+                let mut next = self.installed.lock();
+                while *next != seq.ordinal {
+                    self.check_poison()?;
+                    self.install_cv.wait(&mut next);
+                }
+                self.journal.publish_commit(&seq.ticket)?;
+                self.install(st, &mut seq.pages);
+                *next += 1;
+                drop(next);
+                self.install_cv.notify_all();
+                Ok(())
+            });
+        st.pages = seq.pages;
+        if let Err(e) = r {
+            // Commits behind it may be in flight: nothing can be undone
+            // in place (P7).
+            self.poison(format!("a commit failed after it was sequenced: {e}"));
+            return Err(e);
+        }
+        if self.journal.maintenance_due() {
+            let _g = self.commit_lock.lock();
+            let _ = self.journal.after_commit(&self.db, &self.reader_snapshots());
+        }
         Ok(())
     }
 
@@ -1532,6 +1676,13 @@ impl Drop for Pager {
     }
 }
 
+/// A commit sequenced and not yet installed (P12).
+struct Sequenced {
+    ticket: CommitTicket,
+    ordinal: u64,
+    pages: Vec<PageImage>,
+}
+
 /// Committed images for undo logging.
 struct Originals<'a> {
     pager: &'a Pager,
@@ -1539,6 +1690,12 @@ struct Originals<'a> {
 
 impl OriginalSource for Originals<'_> {
     fn original(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
+        if pgno > self.pager.header().page_count {
+            // Past the installed count but not past the sequenced one
+            // (P12): a commit in flight extended the file over a page this
+            // transaction reserved, with zeros (A2); nobody else wrote it.
+            return Ok(zeroed_page(self.pager.db.page_size));
+        }
         self.pager.committed_raw(pgno, None)
     }
 }
@@ -2075,8 +2232,10 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         }
         st.pgnos = Vec::new();
         locked?;
-        let guard = pager.commit_lock.lock();
-        let committed = pager.header();
+        let mut guard = pager.commit_lock.lock();
+        // The newest commit put in order, which may not be installed yet
+        // (P12): this one goes on top of it.
+        let committed = guard.header;
         let tid = {
             let last = |p: Pgno| pager.page_tid(p);
             let table_of = |p: Pgno| st.table_of(p);
@@ -2113,13 +2272,20 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
             ..committed
         };
         st.pgnos = writes;
-        if let Err(e) = pager.write_commit_locked(st) {
-            drop(guard);
-            pager.undo_storage(st);
-            return Err(e);
-        }
+        let seq = match pager.sequence_commit(&mut guard, st) {
+            Ok(seq) => seq,
+            Err(e) => {
+                drop(guard);
+                pager.undo_storage(st);
+                return Err(e);
+            }
+        };
         let (id, allocated, freed) = (st.txn.id, &st.allocated, &st.freed);
         pager.alloc.lock().apply(id, tid, &plan, allocated, freed);
+        // Its successor in the protocol's order may go on (2VTO).
+        pager.locks.sequenced(&st.txn);
+        drop(guard);
+        pager.finish_commit(st, seq)?;
         Ok(Some(tid))
     }
 

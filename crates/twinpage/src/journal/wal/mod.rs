@@ -7,9 +7,10 @@
 //! page into it, syncs it, and lets the log *restart* from its beginning
 //! under new salts. An in-memory index maps every page to its committed
 //! versions in the log (by TID), so a reader on an old snapshot finds the
-//! version it may see while the writer appends newer ones; a checkpoint
-//! never copies a version newer than the oldest reader's snapshot, and the
-//! log restarts only when no reader needs it.
+//! version it may see while the writer appends newer ones. Readers never
+//! pin the log: a checkpoint copies everything committed and a restart
+//! drops the generation whatever the readers, after keeping in memory the
+//! versions their snapshots still select (`retain.rs`, R1).
 //!
 //! Sync sequence. `synchronous=full` (and extra): write the frames (one
 //! call), fdatasync the log: every acknowledged commit is durable.
@@ -31,15 +32,43 @@
 //! the last one or on request, restart the log at the end of a checkpoint
 //! instead of checking before every append). The file format is in
 //! [`format`](mod@format) and docs/modes/wal.md.
+//!
+//! **The sequencer** (\[TH\] §4.3), for protocols with several writers
+//! ([`Journal::sequence_commit`]): a commit reserves the frames `[next,
+//! next + k)` under the writer lock, where their chained checksums are
+//! computed in frame order (chaining after reservation, so the format is
+//! unchanged), and writes them outside every lock, in parallel with other
+//! commits' writes and syncs; commits whose frames are in the file share
+//! one fdatasync ([`super::group`]). Invariants:
+//!
+//! - **W1** Frames `[mx, next)` belong to the in-flight commits, in
+//!   reservation order. A commit is published (indexed for readers, `mx`
+//!   moved past it) only when it is durable and every earlier commit was
+//!   published; the pager installs it right after.
+//! - **W2** No acknowledged commit sits behind a hole: a commit returns
+//!   only when every frame before its end is durable (group commit G1).
+//!   Recovery stops at the first invalid frame; a reserved frame not yet
+//!   written holds bytes of another generation or zeros, which fail the
+//!   salts or the chain, so a crash with a hole ends the log there and
+//!   drops only commits nobody was told about. Within a generation a frame
+//!   position is written once under the sequencer (no spills, and a failed
+//!   commit poisons the handle instead of rewinding `next`), so no stale
+//!   frame of the same generation can fill a hole.
+//! - **W3** The log restarts, and a pre-allocated log is checkpointed
+//!   before it would grow, only when no commit is in flight (`quiesce`):
+//!   frames are never reserved in one generation and written in the
+//!   next.
 
 pub mod format;
+mod retain;
 
 pub use crate::cc::wal::WalLocks;
 pub use format::{FrameHeader, WalHeader, FRAME_HEADER_SIZE, WAL_HEADER_SIZE, WAL_MAGIC};
 
+use super::group::GroupCommit;
 use super::{
-    CheckpointInfo, CheckpointMode, CommitSet, Journal, JournalMode, ModeOptions, PageImage,
-    RecoverCtx, Recovery, TestFaults,
+    CheckpointInfo, CheckpointMode, CommitSet, CommitTicket, Journal, JournalMode, ModeOptions,
+    PageImage, PendingWrite, RecoverCtx, Recovery, TestFaults,
 };
 use crate::base::header::seal_page1;
 use crate::base::pgmap::PgnoMap;
@@ -48,8 +77,11 @@ use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
 use crate::storage::DbFile;
 use crate::storage::{parent_dir, with_suffix, OpenFlags, VfsFile};
+use crate::base::Tid;
 use format::frame_offset;
-use parking_lot::{Mutex, RwLock};
+use retain::{Retained, Source, Version};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -122,13 +154,6 @@ impl WalOptions {
     }
 }
 
-/// One committed version of a page in the log.
-#[derive(Debug, Clone, Copy)]
-struct Version {
-    tid: u64,
-    frame: u64,
-}
-
 /// One committed transaction in the log.
 #[derive(Debug, Clone, Copy)]
 struct CommitRec {
@@ -137,6 +162,23 @@ struct CommitRec {
     end: u64,
     /// Database size in pages after it.
     db_size: u32,
+}
+
+/// A commit whose frames are reserved (the sequencer) but not yet
+/// published: its frames may still be in flight, or waiting for the
+/// fdatasync that covers them.
+#[derive(Debug)]
+struct InFlight {
+    /// Its group commit ticket.
+    ticket: u64,
+    tid: u64,
+    /// Frames `[start, end)` are its own.
+    end: u64,
+    /// The chain checksum after its last frame.
+    end_chain: u32,
+    db_size: u32,
+    /// (page, frame) of each of its frames.
+    frames: Vec<(Pgno, u64)>,
 }
 
 /// What readers consult: the wal-index.
@@ -149,6 +191,9 @@ struct Index {
     pending: PgnoMap<u64>,
     /// TID of the in-progress transaction that owns `pending` (0: none).
     pending_tid: u64,
+    /// Versions open readers still select that storage no longer holds
+    /// (R1, `retain`).
+    retained: Retained,
 }
 
 /// The writer's and checkpointer's state (under one mutex; the pager
@@ -183,6 +228,11 @@ struct Writer {
     commit_written: bool,
     /// FCC recorded in page 1 of the database file.
     db_fcc: u64,
+    /// The sequencer's commits not yet published, in frame order: frames
+    /// `[mx, next)` are theirs (W1).
+    inflight: VecDeque<InFlight>,
+    /// Commits of several writers went through the sequencer this session.
+    pipelined: bool,
     /// Scratch kept between commits: the pages a commit logs (indices
     /// into its page set), the frames written, the write buffer.
     which: Vec<usize>,
@@ -215,6 +265,8 @@ impl Writer {
             in_txn: false,
             commit_written: false,
             db_fcc: 0,
+            inflight: VecDeque::new(),
+            pipelined: false,
             which: Vec::new(),
             frames: Vec::new(),
             buf: Vec::new(),
@@ -226,6 +278,12 @@ impl Writer {
     /// TID of the last commit in the log (the base if there is none).
     fn last_tid(&self) -> u64 {
         self.hdr.base_fcc + self.commits.len() as u64
+    }
+
+    /// TID of the last commit the sequencer put in the log, published or
+    /// not.
+    fn last_sequenced(&self) -> u64 {
+        self.last_tid() + self.inflight.len() as u64
     }
 
     /// The header changed while the generation is empty: recompute its crc
@@ -269,6 +327,9 @@ struct Counters {
     restarts_blocked: u64,
     prealloc_grows: u64,
     checkpoint_errors: u64,
+    retained_pages: u64,
+    retained_bytes: u64,
+    max_retained_bytes: u64,
 }
 
 /// The `wal` journal mode.
@@ -277,6 +338,10 @@ pub struct WalJournal {
     faults: TestFaults,
     opts: WalOptions,
     w: Mutex<Writer>,
+    /// Signalled when an in-flight commit is published or fails.
+    published: Condvar,
+    /// Group commit of the sequencer's commits (W2).
+    group: GroupCommit<()>,
     idx: RwLock<Index>,
     counters: Mutex<Counters>,
 }
@@ -323,6 +388,8 @@ impl WalJournal {
             faults,
             opts,
             w: Mutex::new(Writer::new()),
+            published: Condvar::new(),
+            group: GroupCommit::new(),
             idx: RwLock::new(Index::default()),
             counters: Mutex::default(),
         }
@@ -392,6 +459,63 @@ impl WalJournal {
         Ok(())
     }
 
+    /// Wait until no commit of the sequencer is in flight (W3). The caller
+    /// holds the pager's commit lock, so no new one can start; the ones in
+    /// flight finish without it.
+    fn quiesce(&self, w: &mut MutexGuard<'_, Writer>) -> Result<()> {
+        while !w.inflight.is_empty() {
+            if let Some(why) = self.group.failed() {
+                return Err(Error::Poisoned(format!(
+                    "a commit of this session failed to become durable ({why}); reopen the database"
+                )));
+            }
+            self.published.wait(w);
+        }
+        Ok(())
+    }
+
+    /// Encode `pages[i]` for each `i` in `which` as frames starting at
+    /// frame `start` after chain value `chain`, the last one a commit frame
+    /// for a database of `commit` pages. Returns the bytes, the (page,
+    /// frame) pairs and the chain after the last frame.
+    #[allow(clippy::type_complexity)]
+    fn encode_frames(
+        &self,
+        w: &Writer,
+        ps: usize,
+        set: &CommitSet<'_>,
+        which: &[usize],
+        start: u64,
+    ) -> Result<(Vec<u8>, Vec<(Pgno, u64)>, u32)> {
+        let fsz = FRAME_HEADER_SIZE + ps;
+        let mut buf = Vec::with_capacity(which.len() * fsz);
+        let mut frames = Vec::with_capacity(which.len());
+        let mut chain = w.chain;
+        for (i, p) in which.iter().map(|&i| &set.pages[i]).enumerate() {
+            if p.data.len() != ps || p.pgno == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "page {} image of {} bytes for a {ps}-byte page",
+                    p.pgno,
+                    p.data.len()
+                )));
+            }
+            let last = i + 1 == which.len();
+            let fh = FrameHeader {
+                pgno: p.pgno,
+                commit_size: if last { set.new_page_count } else { 0 },
+                salt1: w.hdr.salt1,
+                salt2: w.hdr.salt2,
+                tid32: set.tid as u32,
+            };
+            let at = buf.len();
+            buf.resize(at + FRAME_HEADER_SIZE, 0);
+            chain = fh.encode(chain, &p.data, &mut buf[at..at + FRAME_HEADER_SIZE]);
+            buf.extend_from_slice(&p.data);
+            frames.push((p.pgno, start + i as u64));
+        }
+        Ok((buf, frames, chain))
+    }
+
     /// Is an automatic checkpoint due after a commit? The log holds
     /// `wal_autocheckpoint` frames (delayed: that many not yet copied).
     fn checkpoint_due(&self, w: &Writer) -> bool {
@@ -409,19 +533,21 @@ impl WalJournal {
     /// restarts the log if it can; then the log header.
     fn begin_append(
         &self,
-        w: &mut Writer,
+        w: &mut MutexGuard<'_, Writer>,
         db: &DbFile,
         frames: u64,
         tid: u64,
-        oldest: u64,
+        readers: &[Tid],
     ) -> Result<()> {
         if !w.in_txn {
             let n = self.opts.autocheckpoint as u64;
             if self.opts.preallocate && w.mx > 0 && w.next + frames > n {
-                self.run_checkpoint(w, db, CheckpointMode::Passive, oldest, false)?;
+                // W3: the restart after it must not strand frames in flight.
+                self.quiesce(w)?;
+                self.run_checkpoint(w, db, CheckpointMode::Passive, readers, false)?;
             }
             if !self.opts.delayed_checkpoint {
-                self.try_restart(w, db, oldest)?;
+                self.try_restart(w, db, readers)?;
             }
             w.in_txn = true;
             w.commit_written = false;
@@ -432,12 +558,12 @@ impl WalJournal {
             w.hdr.base_fcc = tid.saturating_sub(1);
             w.reseal();
         }
-        if w.hdr.page_size as usize != db.page_size || tid != w.last_tid() + 1 {
+        if w.hdr.page_size as usize != db.page_size || tid != w.last_sequenced() + 1 {
             return Err(corrupt_wal(
                 &db.path,
                 format!(
                     "log holds TIDs up to {} with {}-byte pages; transaction {tid} has {}-byte pages",
-                    w.last_tid(),
+                    w.last_sequenced(),
                     w.hdr.page_size,
                     db.page_size
                 ),
@@ -513,23 +639,16 @@ impl WalJournal {
         Ok(())
     }
 
-    /// Restart the log if everything is checkpointed, no transaction has
-    /// frames in it, and no reader needs it. Returns whether it restarted.
-    fn try_restart(&self, w: &mut Writer, db: &DbFile, oldest: u64) -> Result<bool> {
-        if w.next == 0 || w.next != w.mx {
+    /// Restart the log if everything is checkpointed and no transaction
+    /// has frames in it. Readers do not stop it: the versions their
+    /// snapshots still select in this generation are kept in memory first
+    /// (R1). Returns whether it restarted.
+    fn try_restart(&self, w: &mut Writer, db: &DbFile, readers: &[Tid]) -> Result<bool> {
+        if w.next == 0 || w.next != w.mx || w.backfill < w.mx {
             return Ok(false);
         }
-        if oldest < w.last_tid() {
-            // Checkpoint starvation: a reader's snapshot is in the log, which
-            // keeps growing although it is due for a restart.
-            let n = self.opts.autocheckpoint as u64;
-            if w.backfill == w.mx || (n > 0 && w.mx >= n) {
-                self.counters.lock().restarts_blocked += 1;
-            }
-            return Ok(false);
-        }
-        if w.backfill < w.mx {
-            return Ok(false);
+        if readers.first().is_some_and(|&s| s < w.last_tid()) {
+            self.keep_for_readers(w, db, readers)?;
         }
         let base = w.last_tid();
         w.new_generation(base);
@@ -561,34 +680,84 @@ impl WalJournal {
         Ok(true)
     }
 
-    /// The checkpoint proper: copy the newest version of each page up to
-    /// the oldest reader's snapshot into the database file, sync it, and
-    /// restart the log if `mode` (or the delayed variant) asks and no reader
-    /// needs it. `exact_fcc`: the log may vanish afterwards, so page 1 in
-    /// the database file must carry the exact FCC.
+    /// Before a restart drops this generation: keep in memory each log
+    /// version a snapshot in `readers` selects that the database file does
+    /// not hold (every frame is backfilled, so the file holds each page's
+    /// newest version): R1.
+    fn keep_for_readers(&self, w: &Writer, db: &DbFile, readers: &[Tid]) -> Result<()> {
+        let mut want: Vec<(Pgno, Tid, u64, Tid)> = Vec::new();
+        {
+            let idx = self.idx.read();
+            for (&pg, vs) in &idx.versions {
+                let Some(newest) = vs.last() else { continue };
+                for &s in readers.iter().take_while(|&&s| s < newest.tid) {
+                    if let Source::Log(f) = idx.retained.select(pg, vs, s) {
+                        if let Some(v) = vs.iter().find(|v| v.frame == f) {
+                            if !want.iter().any(|x| x.0 == pg && x.2 == f) {
+                                want.push((pg, v.tid, f, newest.tid));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if want.is_empty() {
+            return Ok(());
+        }
+        let file = w.file.clone().expect("a log with frames is open");
+        let mut images = Vec::with_capacity(want.len());
+        for &(pg, _, f, _) in &want {
+            let mut buf = vec![0u8; db.page_size];
+            Self::read_frame(&file, f, pg, &mut buf)?;
+            images.push(Arc::<[u8]>::from(buf));
+        }
+        let mut idx = self.idx.write();
+        for ((pg, tid, _, db_tid), img) in want.into_iter().zip(images) {
+            idx.retained.keep(pg, tid, img, db_tid);
+        }
+        self.note_retained(&idx);
+        Ok(())
+    }
+
+    /// Update the retention counters.
+    fn note_retained(&self, idx: &Index) {
+        let (pages, bytes) = idx.retained.size();
+        let mut c = self.counters.lock();
+        c.retained_pages = pages as u64;
+        c.retained_bytes = bytes as u64;
+        c.max_retained_bytes = c.max_retained_bytes.max(bytes as u64);
+    }
+
+    /// The checkpoint proper: copy the newest version of every page in the
+    /// log into the database file, sync it, and restart the log if `mode`
+    /// (or the delayed variant) asks. Readers do not stop it: an image it
+    /// overwrites that a snapshot in `readers` still selects is kept in
+    /// memory first (R1). `exact_fcc`: the log may vanish afterwards, so
+    /// page 1 in the database file must carry the exact FCC.
     fn run_checkpoint(
         &self,
         w: &mut Writer,
         db: &DbFile,
         mode: CheckpointMode,
-        oldest: u64,
+        readers: &[Tid],
         exact_fcc: bool,
     ) -> Result<CheckpointInfo> {
-        let last = w.last_tid();
-        let limit = oldest.min(last);
-        let k = w.commits.partition_point(|c| c.tid <= limit);
-        let (safe_end, ckpt_tid, db_size) = match k {
-            0 => (0, w.hdr.base_fcc, None),
-            _ => {
-                let c = w.commits[k - 1];
-                (c.end, c.tid, Some(c.db_size))
-            }
+        let (safe_end, ckpt_tid, db_size) = match w.commits.last() {
+            None => (0, w.hdr.base_fcc, None),
+            Some(c) => (c.end, c.tid, Some(c.db_size)),
         };
-        let complete = safe_end == w.mx;
         let ps = db.page_size;
-        let fix_fcc = exact_fcc && complete && w.db_fcc != ckpt_tid;
+        let fix_fcc = exact_fcc && w.db_fcc != ckpt_tid;
+        let tracking = {
+            let mut idx = self.idx.write();
+            if readers.is_empty() && !idx.retained.is_empty() {
+                idx.retained.clear();
+                self.note_retained(&idx);
+            }
+            !readers.is_empty() || !idx.retained.is_empty()
+        };
         let (mut todo, p1_frame) = if safe_end <= w.backfill && !fix_fcc {
-            // Nothing new below the readers: no need to scan the index.
+            // Nothing new: no need to scan the index.
             (Vec::new(), None)
         } else {
             let idx = self.idx.read();
@@ -596,7 +765,7 @@ impl WalJournal {
             for (&pg, vs) in &idx.versions {
                 let n = vs.partition_point(|v| v.frame < safe_end);
                 if n > 0 && vs[n - 1].frame >= w.backfill && db_size.is_none_or(|s| pg <= s) {
-                    todo.push((pg, Some(vs[n - 1].frame)));
+                    todo.push((pg, Some(vs[n - 1].frame), vs[n - 1].tid));
                 }
             }
             let p1 = idx.versions.get(&1).and_then(|vs| {
@@ -608,7 +777,7 @@ impl WalJournal {
         todo.sort_unstable_by_key(|t| t.0);
         let has_p1 = todo.first().is_some_and(|t| t.0 == 1);
         if fix_fcc && !has_p1 {
-            todo.insert(0, (1, p1_frame));
+            todo.insert(0, (1, p1_frame, ckpt_tid));
         }
         if !todo.is_empty() {
             let file = w.file.clone().expect("a log with frames is open");
@@ -620,7 +789,10 @@ impl WalJournal {
                 w.synced = w.mx;
             }
             let mut buf = vec![0u8; ps];
-            for &(pg, frame) in &todo {
+            for &(pg, frame, tid) in &todo {
+                if tracking {
+                    self.keep_db_image(db, pg, readers, tid)?;
+                }
                 match frame {
                     Some(f) => file.read_exact_at(
                         &mut buf,
@@ -639,13 +811,20 @@ impl WalJournal {
                 }
                 db.write_page(pg, &buf)?;
             }
-            if complete {
-                if let Some(size) = db_size {
-                    let want = size as u64 * ps as u64;
-                    let dbf = db.file();
-                    if dbf.len()? > want {
-                        dbf.set_len(want)?;
+            if let Some(size) = db_size {
+                let dbf = db.file();
+                let len = dbf.len()?;
+                let want = size as u64 * ps as u64;
+                if len > want {
+                    if tracking {
+                        // Pages past the new end: older snapshots may
+                        // still read them from the file.
+                        let end = u32::try_from(len / ps as u64).unwrap_or(u32::MAX);
+                        for pg in size + 1..=end {
+                            self.keep_db_image(db, pg, readers, ckpt_tid)?;
+                        }
                     }
+                    dbf.set_len(want)?;
                 }
             }
             if self.syncs() {
@@ -659,19 +838,24 @@ impl WalJournal {
             c.checkpoint_pages += todo.len() as u64;
         }
         w.backfill = w.backfill.max(safe_end);
-        let blocked = w.mx - safe_end;
-        if blocked > 0 {
-            self.counters.lock().checkpoints_blocked += 1;
-        }
         let info = CheckpointInfo {
             log_frames: w.mx,
             checkpointed: w.backfill,
-            blocked_by_readers: blocked,
+            blocked_by_readers: 0,
         };
         let restart = matches!(mode, CheckpointMode::Restart | CheckpointMode::Truncate)
             || self.opts.delayed_checkpoint;
         if restart {
-            self.try_restart(w, db, oldest)?;
+            self.try_restart(w, db, readers)?;
+        }
+        if tracking {
+            // Drop what no open snapshot selects any more.
+            let mut idx = self.idx.write();
+            let Index {
+                versions, retained, ..
+            } = &mut *idx;
+            retained.collect(readers, |pg| versions.get(&pg).map_or(&[][..], |v| v));
+            self.note_retained(&idx);
         }
         if mode == CheckpointMode::Truncate
             && !self.opts.preallocate
@@ -685,6 +869,34 @@ impl WalJournal {
         }
         self.note_frames(w);
         Ok(info)
+    }
+
+    /// The database file is about to receive `pgno`'s version `tid` (or
+    /// lose the page, at a truncation to a state at `tid`): keep the image
+    /// it holds now if a snapshot in `readers` still selects it, and
+    /// record which version the file holds from now on (R1).
+    fn keep_db_image(&self, db: &DbFile, pgno: Pgno, readers: &[Tid], tid: Tid) -> Result<()> {
+        let needed = {
+            let idx = self.idx.read();
+            let vs = idx.versions.get(&pgno).map_or(&[][..], |v| v.as_slice());
+            idx.retained.needs_db_image(pgno, vs, readers, tid)
+        };
+        let image = if needed && (pgno as u64) * (db.page_size as u64) <= db.file().len()? {
+            let mut buf = vec![0u8; db.page_size];
+            db.read_page(pgno, &mut buf)?;
+            Some(Arc::<[u8]>::from(buf))
+        } else {
+            None
+        };
+        let mut idx = self.idx.write();
+        match image {
+            Some(img) => idx.retained.keep_db_image(pgno, img, tid),
+            None => idx.retained.copied(pgno, tid),
+        }
+        if needed {
+            self.note_retained(&idx);
+        }
+        Ok(())
     }
 
     /// The pages of a commit that need a frame. One frame for a one-row
@@ -910,7 +1122,7 @@ impl Journal for WalJournal {
         let (mut which, mut frames) = (std::mem::take(&mut w.which), std::mem::take(&mut w.frames));
         which.clear();
         which.extend(0..set.pages.len());
-        self.begin_append(&mut w, db, which.len() as u64, set.tid, set.oldest_snapshot)?;
+        self.begin_append(&mut w, db, which.len() as u64, set.tid, set.readers)?;
         self.write_frames(&mut w, db, set.pages, &which, set.tid, None, &mut frames)?;
         let mut idx = self.idx.write();
         idx.pending_tid = set.tid;
@@ -923,13 +1135,14 @@ impl Journal for WalJournal {
         let mut w = self.w.lock();
         let (mut which, mut frames) = (std::mem::take(&mut w.which), std::mem::take(&mut w.frames));
         self.pages_to_log(set, &mut which)?;
-        self.begin_append(&mut w, db, which.len() as u64, set.tid, set.oldest_snapshot)?;
+        self.begin_append(&mut w, db, which.len() as u64, set.tid, set.readers)?;
         w.commit_written = true;
         let commit = Some(set.new_page_count);
         self.write_frames(&mut w, db, set.pages, &which, set.tid, commit, &mut frames)?;
         if self.sync >= Synchronous::Full && !self.faults.skip_journal_sync {
             w.file.as_ref().expect("log is open").sync_data()?;
             w.synced = w.next;
+            self.group.note_single();
         }
         // Publish: from here on readers with a new enough snapshot see it.
         {
@@ -964,8 +1177,138 @@ impl Journal for WalJournal {
         Ok(())
     }
 
+    fn sequence_commit(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<CommitTicket> {
+        let mut w = self.w.lock();
+        w.pipelined = true;
+        let mut which = std::mem::take(&mut w.which);
+        self.pages_to_log(set, &mut which)?;
+        let r = self.begin_append(&mut w, db, which.len() as u64, set.tid, set.readers);
+        // A sequenced commit is never the writer's open transaction: a
+        // rollback must not rewind over frames in flight (W1, W2).
+        w.in_txn = false;
+        r?;
+        // The sequencer: reserve the frames, chain them in frame order.
+        let start = w.next;
+        let (buf, frames, chain) = self.encode_frames(&w, db.page_size, set, &which, start)?;
+        w.which = which;
+        let end = start + frames.len() as u64;
+        let ticket = self.group.enqueue(None)?;
+        w.next = end;
+        w.chain = chain;
+        let file = w.file.clone().expect("begin_append opened the log");
+        let len = frame_offset(end, db.page_size);
+        if len > w.file_len {
+            if self.opts.preallocate && w.file_len >= self.capacity_bytes(db.page_size) {
+                self.counters.lock().prealloc_grows += 1;
+            }
+            w.file_len = len;
+        }
+        w.inflight.push_back(InFlight {
+            ticket,
+            tid: set.tid,
+            end,
+            end_chain: chain,
+            db_size: set.new_page_count,
+            frames,
+        });
+        Ok(CommitTicket {
+            group: Some(ticket),
+            writes: vec![PendingWrite {
+                file,
+                at: frame_offset(start, db.page_size),
+                bytes: buf,
+            }],
+        })
+    }
+
+    fn finish_commit(&self, _db: &DbFile, ticket: &mut CommitTicket) -> Result<()> {
+        let Some(t) = ticket.group else {
+            return Ok(());
+        };
+        let mut file = None;
+        for wr in ticket.writes.drain(..) {
+            // Outside every lock, in parallel with other commits (\[TH\]
+            // §4.3), in chunks of at most WRITE_CHUNK.
+            let mut r = Ok(());
+            for (i, chunk) in wr.bytes.chunks(WRITE_CHUNK).enumerate() {
+                r = wr.file.write_at(chunk, wr.at + (i * WRITE_CHUNK) as u64);
+                if r.is_err() {
+                    break;
+                }
+            }
+            if let Err(e) = r {
+                // G3: every commit behind this one fails with it.
+                self.group.fail(&e.to_string());
+                let _w = self.w.lock();
+                self.published.notify_all();
+                return Err(e);
+            }
+            file = Some(wr.file);
+        }
+        self.group.ready(t, ());
+        let sync = self.sync >= Synchronous::Full && !self.faults.skip_journal_sync;
+        let r = self.group.wait_durable(t, |_| match (&file, sync) {
+            (Some(f), true) => f.sync_data().map(|()| true),
+            _ => Ok(false),
+        });
+        if r.is_err() {
+            let _w = self.w.lock();
+            self.published.notify_all();
+        }
+        r
+    }
+
+    fn publish_commit(&self, ticket: &CommitTicket) -> Result<()> {
+        let Some(t) = ticket.group else {
+            return Ok(());
+        };
+        let mut w = self.w.lock();
+        let Some(f) = w.inflight.pop_front() else {
+            return Err(Error::Internal(format!(
+                "WAL: commit ticket {t} published but no commit is in flight"
+            )));
+        };
+        if f.ticket != t {
+            return Err(Error::Internal(format!(
+                "WAL: commit ticket {t} published out of order (next is {})",
+                f.ticket
+            )));
+        }
+        {
+            let mut idx = self.idx.write();
+            for &(pg, frame) in &f.frames {
+                if pg <= f.db_size {
+                    idx.versions.entry(pg).or_default().push(Version { tid: f.tid, frame });
+                }
+            }
+        }
+        w.commits.push(CommitRec {
+            tid: f.tid,
+            end: f.end,
+            db_size: f.db_size,
+        });
+        w.mx = f.end;
+        w.mx_chain = f.end_chain;
+        if self.sync >= Synchronous::Full && !self.faults.skip_journal_sync {
+            w.synced = w.synced.max(f.end);
+        }
+        self.note_frames(&w);
+        drop(w);
+        self.published.notify_all();
+        Ok(())
+    }
+
+    fn maintenance_due(&self) -> bool {
+        self.checkpoint_due(&self.w.lock())
+    }
+
     fn rollback(&self, db: &DbFile, _orig_page_count: u32) -> Result<()> {
         let mut w = self.w.lock();
+        if !w.in_txn && !w.commit_written {
+            // Nothing of this transaction is in the log (frames past `mx`
+            // belong to the sequencer's commits in flight: W1).
+            return Ok(());
+        }
         {
             let mut idx = self.idx.write();
             idx.pending.clear();
@@ -1000,7 +1343,8 @@ impl Journal for WalJournal {
         if w.file.is_none() {
             return Ok(());
         }
-        self.run_checkpoint(&mut w, db, CheckpointMode::Restart, u64::MAX, true)?;
+        self.quiesce(&mut w)?;
+        self.run_checkpoint(&mut w, db, CheckpointMode::Restart, &[], true)?;
         if w.next == 0 {
             if self.opts.preallocate {
                 // Keep the allocation; the new header invalidates the frames.
@@ -1026,13 +1370,17 @@ impl Journal for WalJournal {
             let pending = (idx.pending_tid != 0 && snapshot >= idx.pending_tid)
                 .then(|| idx.pending.get(&pgno).copied())
                 .flatten();
-            let frame = pending.or_else(|| {
-                let vs = idx.versions.get(&pgno)?;
-                let n = vs.partition_point(|v| v.tid <= snapshot);
-                (n > 0).then(|| vs[n - 1].frame)
-            });
-            if let Some(f) = frame {
+            if let Some(f) = pending {
                 return Self::read_frame(file, f, pgno, buf);
+            }
+            let vs = idx.versions.get(&pgno).map_or(&[][..], |v| v.as_slice());
+            match idx.retained.select(pgno, vs, snapshot) {
+                Source::Log(f) => return Self::read_frame(file, f, pgno, buf),
+                Source::Kept(img) => {
+                    buf.copy_from_slice(&img);
+                    return Ok(());
+                }
+                Source::Db => {}
             }
         }
         db.read_page(pgno, buf)
@@ -1053,7 +1401,7 @@ impl Journal for WalJournal {
         Ok(())
     }
 
-    fn after_commit(&self, db: &DbFile, oldest_snapshot: u64) -> Result<()> {
+    fn after_commit(&self, db: &DbFile, readers: &[Tid]) -> Result<()> {
         // The automatic checkpoint, on the commit that filled the log (as
         // SQLite's WAL hook does; DASH Table 2's latency spikes). It must
         // not run inside `commit`: a reader starting before the pager
@@ -1061,9 +1409,19 @@ impl Journal for WalJournal {
         // copy could overwrite in the database file.
         let mut w = self.w.lock();
         if self.checkpoint_due(&w) {
-            if let Err(e) =
-                self.run_checkpoint(&mut w, db, CheckpointMode::Passive, oldest_snapshot, false)
-            {
+            // The pager holds its commit lock: the commits in flight are
+            // the last before the checkpoint; wait for them (W3), so that
+            // the checkpoint copies them too and the log can restart.
+            let r = self.quiesce(&mut w).and_then(|()| {
+                self.run_checkpoint(&mut w, db, CheckpointMode::Passive, readers, false)?;
+                if w.pipelined && !self.opts.delayed_checkpoint {
+                    // Under load the next append rarely finds the log
+                    // quiet; restart now, while it is.
+                    self.try_restart(&mut w, db, readers)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = r {
                 self.counters.lock().checkpoint_errors += 1;
                 return Err(e);
             }
@@ -1075,17 +1433,18 @@ impl Journal for WalJournal {
         &self,
         db: &DbFile,
         mode: CheckpointMode,
-        oldest_snapshot: u64,
+        readers: &[Tid],
     ) -> Result<CheckpointInfo> {
         let mut w = self.w.lock();
         if w.file.is_none() {
             return Ok(CheckpointInfo::default());
         }
+        self.quiesce(&mut w)?;
         self.run_checkpoint(
             &mut w,
             db,
             mode,
-            oldest_snapshot,
+            readers,
             mode == CheckpointMode::Truncate,
         )
     }
@@ -1103,6 +1462,12 @@ impl Journal for WalJournal {
             ("restarts_blocked_by_readers", c.restarts_blocked),
             ("prealloc_grows", c.prealloc_grows),
             ("checkpoint_errors", c.checkpoint_errors),
+            ("retained_pages", c.retained_pages),
+            ("retained_bytes", c.retained_bytes),
+            ("max_retained_bytes", c.max_retained_bytes),
         ]
+        .into_iter()
+        .chain(self.group.stats().named())
+        .collect()
     }
 }
