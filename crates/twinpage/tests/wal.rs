@@ -45,7 +45,10 @@ fn key(i: u32) -> Vec<u8> {
     format!("k{i:06}").into_bytes()
 }
 
-fn one_table(rows: &BTreeMap<Vec<u8>, Vec<u8>>) -> Model {
+/// One table's rows.
+type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn one_table(rows: &Rows) -> Model {
     let mut m = Model::new();
     m.insert("t".into(), rows.clone());
     m
@@ -175,9 +178,15 @@ fn a_long_reader_keeps_its_snapshot_through_commits_and_checkpoints() {
     // checkpoint window; their versions are kept in memory, at most one
     // per page and snapshot.
     assert!(stat(&db, "restarts") > restarts_a + 20);
-    assert!(stat(&db, "wal_max_frames") < 2 * 50 + 10, "the log stays bounded");
+    assert!(
+        stat(&db, "wal_max_frames") < 2 * 50 + 10,
+        "the log stays bounded"
+    );
     let kept = stat(&db, "retained_pages");
-    assert!(kept > 0 && kept <= 2 * db.stats().page_count as u64, "{kept}");
+    assert!(
+        kept > 0 && kept <= 2 * db.stats().page_count as u64,
+        "{kept}"
+    );
     drop(r);
     drop(r2);
     // The next checkpoint drops what no reader needs any more.
@@ -231,7 +240,11 @@ fn overlapping_readers(delayed: bool) {
     }
     let frames = stat(&db, "wal_max_frames");
     assert!(frames <= 2 * 20 + 2, "log grew to {frames} frames");
-    assert!(stat(&db, "restarts") >= 400 / 40, "{}", stat(&db, "restarts"));
+    assert!(
+        stat(&db, "restarts") >= 400 / 40,
+        "{}",
+        stat(&db, "restarts")
+    );
     let info = db.checkpoint(CheckpointMode::Truncate).unwrap();
     assert_eq!(info.blocked_by_readers, 0, "{info:?}");
     assert_eq!(wal_len(&vfs), Some(0), "truncated with readers open");
@@ -275,7 +288,10 @@ fn random_readers_keep_their_snapshots() {
         &[("wal_autocheckpoint", "16"), ("journal_size_limit", "4096")],
         &[("wal_autocheckpoint", "16"), ("delayed_checkpoint", "1")],
         &[("wal_autocheckpoint", "16"), ("preallocate", "1")],
-        &[("wal_autocheckpoint", "16"), ("concurrency", "begin-concurrent")],
+        &[
+            ("wal_autocheckpoint", "16"),
+            ("concurrency", "begin-concurrent"),
+        ],
     ];
     for seed in 0..seeds {
         for cfg in configs {
@@ -297,7 +313,7 @@ fn random_readers(seed: u64, cfg: &[(&str, &str)]) {
             .wrapping_add(1442695040888963407);
         (seed >> 33) % n
     };
-    let mut readers: Vec<(twinpage::ReadTxn, BTreeMap<Vec<u8>, Vec<u8>>)> = Vec::new();
+    let mut readers: Vec<(twinpage::ReadTxn, Rows)> = Vec::new();
     let view = |r: &twinpage::ReadTxn| -> BTreeMap<Vec<u8>, Vec<u8>> {
         r.range("t", .., Direction::Forward)
             .unwrap()
@@ -341,7 +357,11 @@ fn random_readers(seed: u64, cfg: &[(&str, &str)]) {
             }
         }
     }
-    assert!(stat(&db, "wal_max_frames") < 16 + 30, "{}", stat(&db, "wal_max_frames"));
+    assert!(
+        stat(&db, "wal_max_frames") < 16 + 30,
+        "{}",
+        stat(&db, "wal_max_frames")
+    );
     for (r, m) in readers {
         assert_eq!(view(&r), m);
     }

@@ -76,7 +76,9 @@ struct Series {
 }
 
 fn value(k: u64, round: u64, size: usize) -> Vec<u8> {
-    (0..size).map(|i| (k as usize + i) as u8 ^ round as u8).collect()
+    (0..size)
+        .map(|i| (k as usize + i) as u8 ^ round as u8)
+        .collect()
 }
 
 fn wal_len(db: &Path) -> u64 {
@@ -115,7 +117,11 @@ fn run_twinpage(path: &Path, a: &LongReaderArgs, sync: Synchronous) -> Result<Se
     db.create_table("t")?;
     let mut t = db.begin_write()?;
     for k in 0..a.rows {
-        t.put("t", &keys::encode_i64_compact(k as i64), &value(k, 0, a.record_size))?;
+        t.put(
+            "t",
+            &keys::encode_i64_compact(k as i64),
+            &value(k, 0, a.record_size),
+        )?;
     }
     t.commit()?;
     db.checkpoint(twinpage::journal::CheckpointMode::Truncate)?;
@@ -125,8 +131,12 @@ fn run_twinpage(path: &Path, a: &LongReaderArgs, sync: Synchronous) -> Result<Se
     let start = Instant::now();
     for (i, k) in keys_of(a).enumerate() {
         let i = i as u64 + 1;
-        db.put("t", &keys::encode_i64_compact(k as i64), &value(k, i, a.record_size))?;
-        if i % a.sample_every == 0 || i == a.updates {
+        db.put(
+            "t",
+            &keys::encode_i64_compact(k as i64),
+            &value(k, i, a.record_size),
+        )?;
+        if i.is_multiple_of(a.sample_every) || i == a.updates {
             samples.push((i, wal_len(path), stat(&db, "retained_bytes")));
         }
     }
@@ -179,7 +189,7 @@ fn run_sqlite(path: &Path, a: &LongReaderArgs, sync: Synchronous) -> Result<Seri
         for (i, k) in keys_of(a).enumerate() {
             let i = i as u64 + 1;
             up.execute(rusqlite::params![k as i64, value(k, i, a.record_size)])?;
-            if i % a.sample_every == 0 || i == a.updates {
+            if i.is_multiple_of(a.sample_every) || i == a.updates {
                 samples.push((i, wal_len(path), 0));
             }
         }
@@ -218,7 +228,9 @@ fn run_sqlite(path: &Path, a: &LongReaderArgs, sync: Synchronous) -> Result<Seri
 /// Run `twinpage bench long-reader`.
 pub fn run(a: &LongReaderArgs) -> Result<(), BenchError> {
     if a.rows == 0 || a.updates == 0 || a.sample_every == 0 {
-        return Err(BenchError::Msg("need rows, updates and sample-every > 0".into()));
+        return Err(BenchError::Msg(
+            "need rows, updates and sample-every > 0".into(),
+        ));
     }
     let sync: Synchronous = a.sync.parse()?;
     let env = Env::new(&a.env)?;

@@ -31,8 +31,8 @@
 //!   slot is ready, and a slot becomes ready (or failed) without waiting
 //!   for any flush, so a flush never waits for a commit that waits for it.
 
+use crate::base::sync::{Condvar, Mutex};
 use crate::base::{Error, Result};
-use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 
 /// Counters of [`GroupCommit`], for [`crate::Stats::journal`].
@@ -326,7 +326,10 @@ mod tests {
         let e = g.wait_durable(a, |_| Err(Error::Internal("disk gone".into())));
         assert!(matches!(e, Err(Error::Internal(_))));
         assert!(matches!(g.enqueue(Some(2)), Err(Error::Poisoned(_))));
-        assert!(matches!(g.wait_durable(a, |_| Ok(true)), Err(Error::Poisoned(_))));
+        assert!(matches!(
+            g.wait_durable(a, |_| Ok(true)),
+            Err(Error::Poisoned(_))
+        ));
     }
 
     #[test]
@@ -393,13 +396,35 @@ mod tests {
             /// Before reserving commit `i` of the program.
             Reserve(usize),
             /// Writing frame `start + w` of `[start, end)`.
-            Write { t: u64, start: u64, end: u64, w: u64 },
-            Ready { t: u64, end: u64 },
-            Wait { t: u64, end: u64 },
+            Write {
+                t: u64,
+                start: u64,
+                end: u64,
+                w: u64,
+            },
+            Ready {
+                t: u64,
+                end: u64,
+            },
+            Wait {
+                t: u64,
+                end: u64,
+            },
             /// Leading: the sync starts (its coverage is fixed here).
-            SyncStart { t: u64, end: u64, n: u64 },
-            SyncEnd { t: u64, end: u64, n: u64, covers: Vec<u64> },
-            Publish { t: u64 },
+            SyncStart {
+                t: u64,
+                end: u64,
+                n: u64,
+            },
+            SyncEnd {
+                t: u64,
+                end: u64,
+                n: u64,
+                covers: Vec<u64>,
+            },
+            Publish {
+                t: u64,
+            },
             Failed,
             Done,
         }
@@ -452,20 +477,35 @@ mod tests {
                             Ok(t) => {
                                 w.frames.extend((0..k).map(|_| Frame::Reserved));
                                 w.programs[j][i] = 0;
-                                w.pcs[j] = Pc::Write { t, start, end, w: 0 };
+                                w.pcs[j] = Pc::Write {
+                                    t,
+                                    start,
+                                    end,
+                                    w: 0,
+                                };
                             }
                             Err(_) => w.pcs[j] = Pc::Failed,
                         }
                         out.push(w);
                     }
-                    Pc::Write { t, start, end, w: i } => {
+                    Pc::Write {
+                        t,
+                        start,
+                        end,
+                        w: i,
+                    } => {
                         let f = (start + i) as usize;
                         assert_eq!(w.frames[f], Frame::Reserved, "frame {f} written twice");
                         w.frames[f] = Frame::Written;
                         w.pcs[j] = if start + i + 1 == end {
                             Pc::Ready { t, end }
                         } else {
-                            Pc::Write { t, start, end, w: i + 1 }
+                            Pc::Write {
+                                t,
+                                start,
+                                end,
+                                w: i + 1,
+                            }
                         };
                         out.push(w);
                     }

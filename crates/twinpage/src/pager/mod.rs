@@ -85,8 +85,9 @@ use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result, Tid, BYTEWISE};
 use crate::cc::{self, CommitCheck, LockManager, Profile, Protocol, Txn};
 use crate::journal::{
-    registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, CommitTicket, FreeListPolicy, Journal,
-    ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery, TestFaults,
+    registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, CommitTicket, FreeListPolicy,
+    Journal, ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery,
+    TestFaults,
 };
 use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat};
 use crate::page::{PageRead, PageRole, PageWrite};
@@ -415,10 +416,7 @@ impl Pager {
             closed: AtomicBool::new(false),
             id: NEXT_PAGER_ID.fetch_add(1, Ordering::Relaxed),
             journal,
-            commit_lock: Mutex::new(Sequencer {
-                header,
-                next: 0,
-            }),
+            commit_lock: Mutex::new(Sequencer { header, next: 0 }),
             installed: Mutex::new(0),
             install_cv: Condvar::new(),
             spare: Mutex::new(Spare::default()),
@@ -1341,7 +1339,9 @@ impl Pager {
         // Readers that start from now on see this commit, so the oldest
         // snapshot is final. The commit is durable: a failed maintenance
         // step is the mode's to retry, not the transaction's error.
-        let _ = self.journal.after_commit(&self.db, &self.reader_snapshots());
+        let _ = self
+            .journal
+            .after_commit(&self.db, &self.reader_snapshots());
         Ok(())
     }
 
@@ -1529,7 +1529,9 @@ impl Pager {
         }
         if self.journal.maintenance_due() {
             let _g = self.commit_lock.lock();
-            let _ = self.journal.after_commit(&self.db, &self.reader_snapshots());
+            let _ = self
+                .journal
+                .after_commit(&self.db, &self.reader_snapshots());
         }
         Ok(())
     }

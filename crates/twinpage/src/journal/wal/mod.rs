@@ -72,15 +72,15 @@ use super::{
 };
 use crate::base::header::seal_page1;
 use crate::base::pgmap::PgnoMap;
+use crate::base::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use crate::base::Synchronous;
+use crate::base::Tid;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
 use crate::storage::DbFile;
 use crate::storage::{parent_dir, with_suffix, OpenFlags, VfsFile};
-use crate::base::Tid;
 use format::frame_offset;
 use retain::{Retained, Source, Version};
-use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1278,7 +1278,10 @@ impl Journal for WalJournal {
             let mut idx = self.idx.write();
             for &(pg, frame) in &f.frames {
                 if pg <= f.db_size {
-                    idx.versions.entry(pg).or_default().push(Version { tid: f.tid, frame });
+                    idx.versions
+                        .entry(pg)
+                        .or_default()
+                        .push(Version { tid: f.tid, frame });
                 }
             }
         }
@@ -1440,13 +1443,7 @@ impl Journal for WalJournal {
             return Ok(CheckpointInfo::default());
         }
         self.quiesce(&mut w)?;
-        self.run_checkpoint(
-            &mut w,
-            db,
-            mode,
-            readers,
-            mode == CheckpointMode::Truncate,
-        )
+        self.run_checkpoint(&mut w, db, mode, readers, mode == CheckpointMode::Truncate)
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
