@@ -201,4 +201,6 @@ per_mode! {
     damaged_dhl_tc => JournalMode::DhlTc,
     damaged_dhl_cc => JournalMode::DhlCc,
     damaged_ips => JournalMode::Ips,
+    damaged_mvbt => JournalMode::Mvbt,
+    damaged_ls_mvbt => JournalMode::LsMvbt,
 }

@@ -26,7 +26,11 @@ pub const SEEDS_PER_MODE: usize = 2;
 /// prefix needs on 512-byte pages: DHL starts at 1024.
 pub fn seed_page_sizes(mode: JournalMode) -> [usize; SEEDS_PER_MODE] {
     match mode {
-        JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::Ips => [1024, 2048],
+        JournalMode::DhlTc
+        | JournalMode::DhlCc
+        | JournalMode::Ips
+        | JournalMode::Mvbt
+        | JournalMode::LsMvbt => [1024, 2048],
         _ => [512, 1024],
     }
 }
@@ -168,7 +172,12 @@ pub fn aux_suffix(mode: JournalMode) -> Option<&'static str> {
         JournalMode::Shadow | JournalMode::ShadowX => {
             Some(twinpage::journal::shadow::SHADOW_SUFFIX)
         }
-        JournalMode::Off | JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::Ips => None,
+        JournalMode::Off
+        | JournalMode::DhlTc
+        | JournalMode::DhlCc
+        | JournalMode::Ips
+        | JournalMode::Mvbt
+        | JournalMode::LsMvbt => None,
     }
 }
 
@@ -329,7 +338,11 @@ fn crash_state(
                 )
             }
         }
-        JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::Ips => {
+        JournalMode::DhlTc
+        | JournalMode::DhlCc
+        | JournalMode::Ips
+        | JournalMode::Mvbt
+        | JournalMode::LsMvbt => {
             let dw = writes_to(log, w, &db);
             if dw.len() < 2 {
                 return None;

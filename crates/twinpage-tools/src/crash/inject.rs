@@ -231,7 +231,11 @@ fn drive(
     let mut allowed = vec![Model::default()];
     let mut pt = Point::default();
     let mut first_err: Option<Error> = None;
-    let mut gen = Generator::new(cfg.workload.clone());
+    let mut wl = cfg.workload.clone();
+    // Keys within the format's limit, as `record` and the child do.
+    wl.max_key
+        .get_or_insert(cfg.mode.node_format().max_key_len(wl.page_size));
+    let mut gen = Generator::new(wl);
     let mut db = match Db::open(path, opts.clone()) {
         Ok(d) => Some(d),
         Err(e) => {

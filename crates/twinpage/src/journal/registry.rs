@@ -11,7 +11,7 @@ use super::{
 use crate::base::{Durability, Error, Result, Synchronous};
 use crate::btree::{SplitPolicy, TreeConfig};
 use crate::cc::{Locking, Protocol};
-use crate::node::{DhlFormat, IpsFormat, NodeFormat, SlottedFormat};
+use crate::node::{DhlFormat, IpsFormat, MvbtFormat, NodeFormat, SlottedFormat};
 use crate::storage::{with_suffix, VfsFile};
 use std::fmt;
 use std::str::FromStr;
@@ -51,6 +51,18 @@ pub enum JournalMode {
     /// the mark (option `embed=1`, beyond the paper: the commit record in
     /// the last page instead).
     Ips,
+    /// Multi-version B-tree (\[LSM\] §3.2): cells with life spans, the
+    /// original MVBT split (version split plus key split, the old node
+    /// retired in place: four dirty nodes) and sibling redistribution;
+    /// DHL's counting commit with page 1 as the mark. Options `embed`
+    /// (default 0), `commit=counting|ordered`, `reserve`.
+    Mvbt,
+    /// LS-MVBT (\[LSM\] §4-5): the multi-version B-tree with Lazy Split
+    /// (three dirty nodes), Reserved Buffer Space, Metadata Embedding,
+    /// sibling redistribution disabled and Lazy Garbage Collection; the
+    /// counting commit with the record in the last node written. Options
+    /// `embed` (default 1), `commit=counting|ordered`, `reserve`.
+    LsMvbt,
 }
 
 /// Where a mode keeps the free list between commits.
@@ -218,6 +230,37 @@ fn dhl(
         protocol,
         sync,
         opts.flag_or("embed", true)?,
+    )))
+}
+
+/// The two multi-version B-tree modes: DHL's journal over the MVBT page.
+fn mvbt(
+    mode: JournalMode,
+    sync: Synchronous,
+    opts: &ModeOptions,
+    lazy: bool,
+) -> Result<Box<dyn Journal>> {
+    opts.only(mode, &["embed", "commit", "reserve"])?;
+    let protocol = match opts.get("commit").unwrap_or("counting") {
+        "counting" => CommitProtocol::Counting,
+        "ordered" => CommitProtocol::Traditional,
+        v => {
+            return Err(Error::InvalidArgument(format!(
+                "bad value {v:?} for option commit (counting or ordered)"
+            )))
+        }
+    };
+    let format = if opts.flag_or("reserve", lazy)? {
+        MvbtFormat::LAZY
+    } else {
+        MvbtFormat::MVBT
+    };
+    Ok(Box::new(DhlJournal::with_format(
+        mode,
+        protocol,
+        sync,
+        opts.flag_or("embed", lazy)?,
+        format,
     )))
 }
 
@@ -412,6 +455,57 @@ pub static REGISTRY: &[ModeSpec] = &[
         page1_fields: Some(super::dhl::page1_fields_intact),
         ..SLOTTED
     },
+    ModeSpec {
+        mode: JournalMode::Mvbt,
+        name: "mvbt",
+        code: 12,
+        origin: "Multi-version B-tree, original split (LS-MVBT, FAST 2014, §3.2)",
+        node_format: || Arc::new(MvbtFormat::MVBT),
+        make_journal: |sync, _, opts| mvbt(JournalMode::Mvbt, sync, opts, false),
+        // Readers read their snapshot's cells from the pages: they never
+        // wait for the writer, nor it for them.
+        locking: Locking::Wal,
+        // As DHL: writer T+1 writes over the version T's commit made the
+        // base, so the commit sync cannot be dropped.
+        durability: [NoGuarantee, Durable, Durable, Durable],
+        // SQLite's B-tree with versions: an overflowing node first spreads
+        // into its siblings (\[LSM\] §5.3, on here), underflowing ones
+        // merge or redistribute; a split copies both halves to new nodes
+        // and retires the old one (Fig. 1).
+        tree: TreeConfig {
+            merge: true,
+            redistribute: true,
+            spread: true,
+            split: SplitPolicy::CopyBoth,
+            relocate_full: false,
+        },
+        free_list: FreeListPolicy::Volatile,
+        page1_fields: Some(super::dhl::page1_fields_intact),
+        ..SLOTTED
+    },
+    ModeSpec {
+        mode: JournalMode::LsMvbt,
+        name: "ls-mvbt",
+        code: 13,
+        origin: "Multi-version B-tree with lazy split (LS-MVBT, FAST 2014, §4-5)",
+        node_format: || Arc::new(MvbtFormat::LAZY),
+        make_journal: |sync, _, opts| mvbt(JournalMode::LsMvbt, sync, opts, true),
+        locking: Locking::Wal,
+        durability: [NoGuarantee, Durable, Durable, Durable],
+        // Lazy split keeps the lower half in place (three dirty nodes);
+        // no sibling redistribution on overflow or underflow (\[LSM\]
+        // §5.3); only empty leaves merge.
+        tree: TreeConfig {
+            merge: false,
+            redistribute: false,
+            spread: false,
+            split: SplitPolicy::KeepLeft,
+            relocate_full: false,
+        },
+        free_list: FreeListPolicy::Volatile,
+        page1_fields: Some(super::dhl::page1_fields_intact),
+        ..SLOTTED
+    },
 ];
 
 /// Whether bytes 60..84 of page 1 are intact: zero, or the valid fixed
@@ -462,6 +556,8 @@ impl JournalMode {
         JournalMode::DhlTc,
         JournalMode::DhlCc,
         JournalMode::Ips,
+        JournalMode::Mvbt,
+        JournalMode::LsMvbt,
     ];
 
     /// The registry entry of this mode.

@@ -357,7 +357,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
 #[cfg(test)]
 mod tests {
     use super::check_format;
-    use crate::node::{DhlFormat, IpsFormat, SlottedFormat, SlottedMetaFormat};
+    use crate::node::{DhlFormat, IpsFormat, MvbtFormat, SlottedFormat, SlottedMetaFormat};
 
     #[test]
     fn slotted_conforms() {
@@ -377,5 +377,15 @@ mod tests {
     #[test]
     fn ips_conforms() {
         check_format(&IpsFormat);
+    }
+
+    #[test]
+    fn mvbt_conforms() {
+        check_format(&MvbtFormat::MVBT);
+    }
+
+    #[test]
+    fn ls_mvbt_conforms() {
+        check_format(&MvbtFormat::LAZY);
     }
 }

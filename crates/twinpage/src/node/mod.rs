@@ -15,6 +15,7 @@ pub(crate) mod conformance;
 pub mod dhl;
 pub mod inpage;
 pub mod ips;
+pub mod mvbt;
 pub mod slotted;
 
 pub use bytes::{Bytes, KeyChain};
@@ -22,6 +23,7 @@ pub use cell::{complete_keys, overflow_key_local};
 pub use dhl::DhlFormat;
 pub use inpage::InPageFormat;
 pub use ips::IpsFormat;
+pub use mvbt::MvbtFormat;
 pub use slotted::{SlottedFormat, SlottedMetaFormat, META_TRAILER};
 
 use crate::base::{KeyOrder, Pgno, Result};
@@ -270,10 +272,11 @@ pub trait NodeFormat: Send + Sync {
 
     /// Whether a tree page given up by [`PageWrite::retire`] gets a final,
     /// empty version written (a versioned format that records a node's
-    /// death inside the page, \[LSM\] §3.2). Others only free it: a
-    /// counting-commit format (DHL, IPS) must not, because a version on a
-    /// page free in the committed state can be overwritten wholesale by
-    /// the next transaction, and its commit would then count short.
+    /// death inside the page, \[LSM\] §3.2). Others only free it. Under a
+    /// counting commit a version on a page free in the committed state
+    /// could be overwritten wholesale by the next transaction, and its
+    /// commit would then count short: the pager holds a retired page until
+    /// a later commit exists (pager P13), so MVBT's retired versions count.
     ///
     /// [`PageWrite::retire`]: crate::page::PageWrite::retire
     fn retires_in_place(&self) -> bool {

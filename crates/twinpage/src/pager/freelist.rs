@@ -30,7 +30,8 @@ fn capacity_for<R: Deref<Target = Pager>>(wp: &WritePages<R>) -> usize {
 pub fn allocate<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<Pgno> {
     if let Some(free) = &mut wp.st.free {
         if let Some(p) = free.pop() {
-            wp.st.header.freelist_count = free.len() as u32;
+            // Pages held back for old readers (P9, P13) are free too.
+            wp.st.header.freelist_count = (free.len() + wp.st.held.len()) as u32;
             return Ok(p);
         }
     }
@@ -68,7 +69,7 @@ pub fn allocate<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<Pgno
 pub fn release<R: Deref<Target = Pager>>(wp: &mut WritePages<R>, pages: &[Pgno]) -> Result<()> {
     if let Some(free) = &mut wp.st.free {
         free.extend_from_slice(pages);
-        wp.st.header.freelist_count = free.len() as u32;
+        wp.st.header.freelist_count = (free.len() + wp.st.held.len()) as u32;
         return Ok(());
     }
     let cap = capacity_for(wp);
@@ -97,20 +98,38 @@ pub fn release<R: Deref<Target = Pager>>(wp: &mut WritePages<R>, pages: &[Pgno])
 
 /// Write a volatile free list to trunk pages taken from the list itself
 /// and point the header at them (at a clean close). A no-op for a
-/// persistent list.
+/// persistent list. Pages held back (P9, P13) are listed as leaves but
+/// never overwritten as trunks: a page retired in place by the last
+/// commit still carries that commit's proof (P13); when only such pages
+/// are free, the trunk is a new page at the end of the file.
 pub fn persist<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<()> {
     let Some(mut free) = wp.st.free.take() else {
         return Ok(());
     };
-    let total = free.len() as u32;
+    let mut held: Vec<Pgno> = wp.st.held.iter().copied().collect();
+    held.sort_unstable();
     // Lowest pages last in the chain's leaves: allocation pops from the
     // end, so the next session reuses low pages first.
     free.sort_unstable_by(|a, b| b.cmp(a));
     let cap = capacity_for(wp);
     let mut head: Pgno = 0;
-    while let Some(trunk) = free.pop() {
-        let take = free.len().min(cap);
-        let leaves = free.split_off(free.len() - take);
+    let mut total = (free.len() + held.len()) as u32;
+    while !free.is_empty() || !held.is_empty() {
+        let trunk = match free.pop() {
+            Some(t) => t,
+            None => {
+                let n = wp.st.header.page_count.checked_add(1).ok_or_else(|| {
+                    Error::InvalidArgument("database is full (2^32 pages)".into())
+                })?;
+                wp.st.header.page_count = n;
+                total += 1;
+                n
+            }
+        };
+        let from_held = held.len().min(cap);
+        let mut leaves = held.split_off(held.len() - from_held);
+        let take = free.len().min(cap - from_held);
+        leaves.extend(free.split_off(free.len() - take));
         let mut page = vec![0u8; wp.page_size()];
         page[0..4].copy_from_slice(&head.to_be_bytes());
         page[4..8].copy_from_slice(&(leaves.len() as u32).to_be_bytes());
@@ -123,5 +142,6 @@ pub fn persist<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<()> {
     wp.st.header.freelist_head = head;
     wp.st.header.freelist_count = total;
     wp.st.free = Some(Vec::new());
+    wp.st.held.clear();
     Ok(())
 }

@@ -65,6 +65,11 @@
 //!   a reader's snapshot is an installed header, older than any sequenced
 //!   commit not yet installed, so such a page sends it to the journal for
 //!   its version (P3) until the commit is installed.
+//! - **P13** A page that commit T retired in place
+//!   ([`NodeFormat::retires_in_place`]: its final version carries TID T,
+//!   and the page is free in T's state) is not reused before a later
+//!   commit: until then a counting commit's proof of T may rest on that
+//!   version, which a torn reuse would destroy.
 
 mod alloc;
 mod cache;
@@ -1088,8 +1093,10 @@ impl Pager {
         let (header, free, held) = {
             let mut sh = self.shared.lock();
             let oldest = sh.readers.keys().next().copied().unwrap_or(Tid::MAX);
-            // Pages freed by T are reusable once every reader sees T (P9).
-            sh.held.retain(|&(t, _)| t > oldest);
+            // Pages freed by T are reusable once every reader sees T (P9),
+            // pages retired in place once a later commit exists (P13).
+            let fcc = sh.header.fcc;
+            sh.held.retain(|&(t, _)| t > oldest.min(fcc));
             let held: PgnoSet = sh.held.iter().map(|&(_, p)| p).collect();
             let free = sh.free.as_ref().map(|f| {
                 f.iter()
@@ -1456,6 +1463,12 @@ impl Pager {
             if sh.readers.keys().next().is_some_and(|&r| r < tid) {
                 let freed = st.freed.iter().map(|&p| (tid, p));
                 sh.held.extend(freed);
+            }
+            if self.format.retires_in_place() {
+                // P13: the retired version carries T; it stays until T + 1
+                // commits.
+                let retired = st.freed.iter().filter(|p| st.dirty.contains_key(p));
+                sh.held.extend(retired.map(|&p| (tid + 1, p)));
             }
         }
     }

@@ -1,0 +1,375 @@
+//! The multi-version B-tree modes (`mvbt`, `ls-mvbt`, \[LSM\]): random
+//! commits, rollbacks and reopens against a model while readers hold old
+//! snapshots open and read them from the pages; the dirty nodes an insert
+//! writes, the nodes a split writes (3 with lazy split, 4 with the
+//! original MVBT split), page 1 not written per commit with metadata
+//! embedding, and the lazy node's two parent entries (Alg. 1).
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use twinpage::node::mvbt::{inspect, INV};
+use twinpage::storage::{IoEvent, MemVfs, OpenFlags, Vfs};
+use twinpage::{Db, Direction, JournalMode, Options, ReadTxn};
+
+const MODES: [JournalMode; 2] = [JournalMode::Mvbt, JournalMode::LsMvbt];
+
+fn rng(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Everything a reader sees in table `t`.
+fn read_all(r: &ReadTxn) -> Rows {
+    r.range("t", .., Direction::Forward)
+        .unwrap()
+        .map(|kv| kv.unwrap())
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, usize),
+    Delete(u16),
+    Commit,
+    Rollback,
+    /// Open a reader on the committed state.
+    Snapshot,
+    /// Check every open reader against its snapshot, and close one.
+    Close(usize),
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        40 => (0u16..600, prop_oneof![8 => 0usize..100, 1 => 0usize..3000])
+            .prop_map(|(k, l)| Op::Put(k, l)),
+        15 => (0u16..600).prop_map(Op::Delete),
+        6 => Just(Op::Commit),
+        1 => Just(Op::Rollback),
+        3 => Just(Op::Snapshot),
+        2 => (0usize..8).prop_map(Op::Close),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn key(k: u16) -> Vec<u8> {
+    format!("key{:0w$}", k, w = (k % 5) as usize + 1).into_bytes()
+}
+
+/// Readers at old snapshots read their versions from the pages while the
+/// writer commits (they never block it: a commit with readers open would
+/// otherwise time out), spills (a small cache), rolls back and lazily
+/// collects garbage.
+fn run(mode: JournalMode, ps: usize, ops: &[Op]) {
+    let vfs = MemVfs::new();
+    let path = Path::new("/snap.db");
+    let opts = || mem_opts(&vfs, mode, ps).cache_size(12 * ps);
+    let mut db = open(path, opts());
+    db.create_table("t").unwrap();
+    let mut committed: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut work = committed.clone();
+    let mut readers: Vec<(ReadTxn, Rows)> = Vec::new();
+    let mut txn = Some(db.begin_write().unwrap());
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Put(k, l) => {
+                let v = vec![(i % 251) as u8; *l];
+                txn.as_mut().unwrap().put("t", &key(*k), &v).unwrap();
+                work.insert(key(*k), v);
+            }
+            Op::Delete(k) => {
+                let had = txn.as_mut().unwrap().delete("t", &key(*k)).unwrap();
+                assert_eq!(had, work.remove(&key(*k)).is_some());
+            }
+            Op::Commit => {
+                txn.take().unwrap().commit().unwrap();
+                committed = work.clone();
+                txn = Some(db.begin_write().unwrap());
+            }
+            Op::Rollback => {
+                txn.take().unwrap().rollback().unwrap();
+                work = committed.clone();
+                txn = Some(db.begin_write().unwrap());
+            }
+            Op::Snapshot => {
+                let r = db.begin_read().unwrap();
+                assert_eq!(read_all(&r), committed);
+                readers.push((r, committed.clone()));
+            }
+            Op::Close(j) => {
+                for (r, m) in &readers {
+                    assert_eq!(&read_all(r), m, "{mode}: a reader's snapshot changed");
+                }
+                if !readers.is_empty() {
+                    readers.remove(j % readers.len());
+                }
+            }
+            Op::Reopen => {
+                txn.take().unwrap().commit().unwrap();
+                committed = work.clone();
+                for (r, m) in readers.drain(..) {
+                    assert_eq!(read_all(&r), m);
+                }
+                db.close().unwrap();
+                db = open(path, opts());
+                txn = Some(db.begin_write().unwrap());
+            }
+        }
+    }
+    txn.take().unwrap().commit().unwrap();
+    committed = work;
+    for (r, m) in readers.drain(..) {
+        assert_eq!(read_all(&r), m);
+    }
+    let mut want = Model::new();
+    want.insert("t".into(), committed.clone());
+    assert_matches(&db, &want);
+    db.close().unwrap();
+    let db = open(path, opts());
+    assert_matches(&db, &want);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn snapshot_readers_match_the_model(
+        ops in proptest::collection::vec(op(), 1..1500),
+        ps in prop_oneof![Just(512usize), Just(1024), Just(4096)],
+        lazy in any::<bool>(),
+    ) {
+        run(MODES[lazy as usize], ps, &ops);
+    }
+}
+
+/// Many small transactions with rollbacks and reopens, checked after each.
+#[test]
+fn random_commits_match_the_model() {
+    for mode in MODES {
+        for ps in [512usize, 1024, 4096] {
+            let vfs = MemVfs::new();
+            let path = Path::new("/r.db");
+            let mut db = open(path, mem_opts(&vfs, mode, ps));
+            db.create_table("t").unwrap();
+            let mut model = BTreeMap::new();
+            let mut next = rng(0x1234_5678 ^ ps as u64);
+            for round in 0..300 {
+                let mut t = db.begin_write().unwrap();
+                let mut work = model.clone();
+                for _ in 0..(next() % 12 + 1) {
+                    let r = next();
+                    let k = format!("key{:04}", r % 700).into_bytes();
+                    if r.is_multiple_of(3) {
+                        t.delete("t", &k).unwrap();
+                        work.remove(&k);
+                    } else {
+                        let len = if r.is_multiple_of(17) {
+                            3000
+                        } else {
+                            (r >> 20) as usize % 90
+                        };
+                        let v = vec![(r >> 8) as u8; len];
+                        t.put("t", &k, &v).unwrap();
+                        work.insert(k, v);
+                    }
+                }
+                if next().is_multiple_of(9) {
+                    t.rollback().unwrap();
+                } else {
+                    t.commit().unwrap();
+                    model = work;
+                }
+                let mut want = Model::new();
+                want.insert("t".into(), model.clone());
+                if let Err(e) = db.check() {
+                    panic!("{mode} ps {ps} round {round}: {e}");
+                }
+                assert_eq!(dump(&db), want, "{mode} ps {ps} round {round}");
+                if next().is_multiple_of(40) {
+                    db.close().unwrap();
+                    db = open(path, mem_opts(&vfs, mode, ps));
+                }
+            }
+            db.close().unwrap();
+        }
+    }
+}
+
+/// Pages one auto-commit transaction wrote: (tree and other pages
+/// besides page 1, page 1 written).
+fn commit_pages(db: &Db, ps: u64, f: impl FnOnce()) -> (usize, bool) {
+    db.counters().start_trace();
+    f();
+    let mut pages = std::collections::BTreeSet::new();
+    for ev in db.counters().take_trace() {
+        if let IoEvent::Write(p, off, len) = ev {
+            if p.to_string_lossy().ends_with(".db") && len as u64 == ps {
+                pages.insert(off / ps + 1);
+            }
+        }
+    }
+    let p1 = pages.remove(&1);
+    (pages.len(), p1)
+}
+
+/// \[LSM\] §6.2's workload (a table of 2,000 records, then random inserts
+/// and deletes, one per transaction) on 4 KiB pages: what each insert
+/// writes. Returns (mean pages per insert, commits that wrote page 1,
+/// histogram of pages per insert).
+fn insert_delete_workload(
+    mode: JournalMode,
+    opts: &[(&str, &str)],
+) -> (f64, usize, BTreeMap<usize, usize>) {
+    let vfs = MemVfs::new();
+    let mut o = mem_opts(&vfs, mode, 4096);
+    for (k, v) in opts {
+        o.set(k, v).unwrap();
+    }
+    let db = open(Path::new("/w.db"), o);
+    db.create_table("t").unwrap();
+    let mut next = rng(99);
+    let mut keys: Vec<u64> = Vec::new();
+    let mut t = db.begin_write().unwrap();
+    for _ in 0..2000 {
+        let k = next() % 1_000_000;
+        t.put("t", &k.to_be_bytes(), &[7; 100]).unwrap();
+        keys.push(k);
+    }
+    t.commit().unwrap();
+    let (mut total, mut header) = (0, 0);
+    let mut hist = BTreeMap::new();
+    for _ in 0..1000 {
+        let k = next() % 1_000_000;
+        let (pages, p1) = commit_pages(&db, 4096, || {
+            db.put("t", &k.to_be_bytes(), &[8; 100]).unwrap();
+        });
+        keys.push(k);
+        total += pages;
+        header += p1 as usize;
+        *hist.entry(pages).or_insert(0) += 1;
+        let victim = keys.swap_remove((next() % keys.len() as u64) as usize);
+        db.delete("t", &victim.to_be_bytes()).unwrap();
+    }
+    db.check().unwrap();
+    db.close().unwrap();
+    (total as f64 / 1000.0, header, hist)
+}
+
+#[test]
+fn ls_mvbt_writes_about_one_node_per_insert_and_three_per_split() {
+    let (mean, header, hist) = insert_delete_workload(JournalMode::LsMvbt, &[]);
+    eprintln!("ls-mvbt: {mean:.3} pages per insert, page 1 {header} times, {hist:?}");
+    assert!(mean < 1.25, "{mean} pages per insert");
+    assert_eq!(
+        header, 0,
+        "metadata embedding: page 1 is not written per commit"
+    );
+    // One node, or a lazy split (lazy node, new sibling, parent), or a
+    // relocation of a node whose live cells fill at most half a page (the
+    // node's new page and the parent).
+    assert!(hist.keys().all(|&n| n <= 3), "{hist:?}");
+    assert!(hist.get(&3).copied().unwrap_or(0) > 0, "no split: {hist:?}");
+}
+
+#[test]
+fn mvbt_splits_write_four_nodes() {
+    // Sibling redistribution off, so that every overflow splits.
+    let (mean, header, hist) = insert_delete_workload(JournalMode::Mvbt, &[("spread", "0")]);
+    eprintln!("mvbt: {mean:.3} pages per insert, page 1 {header} times, {hist:?}");
+    // Page 1 is the commit mark of every commit (no embedding).
+    assert_eq!(header, 1000);
+    // A split retires the node and copies both halves: with the parent,
+    // four nodes; a version split alone (live cells fit half a page):
+    // three.
+    assert!(hist.keys().all(|&n| n <= 4), "{hist:?}");
+    assert!(hist.get(&4).copied().unwrap_or(0) > 0, "no split: {hist:?}");
+    let (_, header, _) = insert_delete_workload(JournalMode::Mvbt, &[("embed", "1")]);
+    assert_eq!(header, 0, "mvbt with embedding");
+}
+
+/// Alg. 1: a lazily split node keeps its lower half live and its upper
+/// half dead at the split's TID, and its parent holds two entries for it,
+/// the old one ended at T and a new one started at T; the new sibling's
+/// cells start at T.
+#[test]
+fn a_lazy_node_has_two_parent_entries() {
+    let vfs = MemVfs::new();
+    let path = Path::new("/lazy.db");
+    let db = open(path, mem_opts(&vfs, JournalMode::LsMvbt, 1024));
+    db.create_table("t").unwrap();
+    let mut next = rng(5);
+    for _ in 0..400 {
+        let k = next() % 100_000;
+        db.put("t", &k.to_be_bytes(), &[1; 40]).unwrap();
+    }
+    // Keep every version: read the file as the last commit left it.
+    let file = vfs.open(path, OpenFlags::EXISTING).unwrap();
+    let len = file.len().unwrap() as usize;
+    let mut bytes = vec![0u8; len];
+    file.read_at(&mut bytes, 0).unwrap();
+    let pages: Vec<&[u8]> = bytes.chunks(1024).collect();
+    let mut lazy = 0;
+    for (i, page) in pages.iter().enumerate().skip(1) {
+        let Ok((_, cells)) = inspect(i as u32 + 1, page) else {
+            continue;
+        };
+        for dead in cells
+            .iter()
+            .filter(|c| c.interior && !c.right && c.end != INV)
+        {
+            let t = dead.end;
+            let Some(live) = cells
+                .iter()
+                .find(|c| c.interior && c.child == dead.child && c.start == t && c.end == INV)
+            else {
+                continue;
+            };
+            // The node's cells above the new separator ended at T.
+            let child = pages[dead.child as usize - 1];
+            let (_, kids) = inspect(dead.child, child).unwrap();
+            let ended: Vec<_> = kids.iter().filter(|c| c.end == t).collect();
+            if ended.is_empty() {
+                continue; // collected since, or a later write
+            }
+            assert!(
+                ended.iter().all(|c| c.key >= live.key),
+                "{ended:?} vs {live:?}"
+            );
+            lazy += 1;
+        }
+    }
+    assert!(lazy > 0, "no lazy node found");
+    db.check().unwrap();
+}
+
+/// Options of both modes are checked at open.
+#[test]
+fn mode_options_are_checked() {
+    for mode in MODES {
+        let vfs = MemVfs::new();
+        for (k, v, ok) in [
+            ("embed", "0", true),
+            ("embed", "1", true),
+            ("commit", "ordered", true),
+            ("commit", "counting", true),
+            ("reserve", "0", true),
+            ("commit", "sometimes", false),
+            ("nonsense", "1", false),
+        ] {
+            let mut o: Options = mem_opts(&vfs, mode, 1024);
+            o.set(k, v).unwrap();
+            let r = Db::open(Path::new(&format!("/{k}{v}.db")), o);
+            assert_eq!(r.is_ok(), ok, "{mode} {k}={v}");
+        }
+    }
+}
