@@ -19,7 +19,7 @@
 //! the database's integrity.
 
 use super::engines::{self, EngineKind, EngineSpec};
-use super::workload::{Operation, Workload, WorkloadSpec};
+use super::workload::{Operation, Txn, Workload, WorkloadSpec};
 use super::{blockdev, BenchError, Env, EnvArgs};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,8 @@ pub struct RecoveryArgs {
     /// Rows in the table before the interrupted transaction (comma list).
     #[arg(long, value_delimiter = ',', default_values_t = [1500u64, 5000])]
     pub warm: Vec<u64>,
-    /// Rows the interrupted transaction inserts (comma list, each 1..=20).
+    /// Rows the interrupted transaction inserts (comma list, each
+    /// 1..=10000).
     #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2, 4, 8, 16])]
     pub records: Vec<u32>,
     /// Bytes of the Value column.
@@ -60,6 +61,13 @@ pub struct RecoveryArgs {
     /// Binary to run as the crashing child (default: this executable).
     #[arg(long, hide = true)]
     pub exe: Option<PathBuf>,
+    /// Kill twinpage in the middle of its commit's database writes: they
+    /// are held, and at the commit's first sync of the database file half
+    /// of them (in issue order) reach the file before the kill, so an
+    /// in-place mode's transaction is outstanding at the crash (default:
+    /// the first database write after a sync, or right after the commit).
+    #[arg(long)]
+    pub torn: bool,
     /// Where to run.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -97,6 +105,9 @@ pub struct ChildArgs {
     /// Seed.
     #[arg(long)]
     pub seed: u64,
+    /// Kill in the middle of the commit's database writes (twinpage).
+    #[arg(long)]
+    pub torn: bool,
 }
 
 fn workload(
@@ -105,15 +116,20 @@ fn workload(
     record_size: usize,
     seed: u64,
 ) -> Result<Workload, BenchError> {
-    Ok(Workload::generate(&WorkloadSpec {
+    // `records` single-row inserts gathered into one transaction (a
+    // generated transaction holds at most 20 operations).
+    let mut w = Workload::generate(&WorkloadSpec {
         op: Operation::Insert,
-        txns: 1,
+        txns: u64::from(records),
         prefill: warm,
-        ops_per_txn: records,
+        ops_per_txn: 1,
         record_size,
         seed,
         ..WorkloadSpec::default()
-    })?)
+    })?;
+    let ops = w.threads[0].drain(..).flat_map(|t| t.ops).collect();
+    w.threads[0].push(Txn { ops });
+    Ok(w)
 }
 
 /// The crashing child: never returns normally unless something failed.
@@ -122,7 +138,7 @@ pub fn child(a: &ChildArgs) -> Result<(), BenchError> {
     let w = workload(a.warm, a.records, a.record_size, a.seed)?;
     let ops = &w.threads[0][0].ops;
     match &spec.kind {
-        EngineKind::Twinpage(o) => engines::twinpage_crash_child(&a.db, o.clone(), ops),
+        EngineKind::Twinpage(o) => engines::twinpage_crash_child(&a.db, o.clone(), ops, a.torn),
         EngineKind::Sqlite(s) => engines::sqlite_crash_child(&a.db, s, ops),
         EngineKind::Floor { .. } => Err(BenchError::Msg("floor has no recovery".into())),
         EngineKind::Redb { .. } | EngineKind::Lmdb { .. } => Err(BenchError::Msg(
@@ -258,6 +274,7 @@ fn one(
             "--seed",
             &a.seed.to_string(),
         ])
+        .args(a.torn.then_some("--torn"))
         .output()
         .map_err(|e| BenchError::Io(format!("run {}", exe.display()), e))?;
     use std::os::unix::process::ExitStatusExt;
@@ -371,8 +388,8 @@ pub fn measure(a: &RecoveryArgs) -> Result<Measured, BenchError> {
             s.label
         )));
     }
-    if let Some(r) = a.records.iter().find(|r| !(1..=20).contains(*r)) {
-        return Err(BenchError::Msg(format!("--records {r}: must be 1..=20")));
+    if let Some(r) = a.records.iter().find(|r| !(1..=10_000).contains(*r)) {
+        return Err(BenchError::Msg(format!("--records {r}: must be 1..=10000")));
     }
     let exe = match &a.exe {
         Some(e) => e.clone(),

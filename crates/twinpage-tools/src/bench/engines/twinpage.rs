@@ -6,6 +6,7 @@ use super::{vfs, Engine, TxnError, Worker, DB_FILE};
 use ::twinpage::keys::encode_i64_compact;
 use ::twinpage::storage::{FileLock, IoSnapshot, OpenFlags, OsVfs, Vfs, VfsFile};
 use ::twinpage::{Db, Direction, Error, Options};
+use parking_lot::Mutex;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -225,13 +226,19 @@ where
     Ok(())
 }
 
+/// Database writes held back by a torn commit: (offset, bytes).
+type Held = Arc<Mutex<Vec<(u64, Vec<u8>)>>>;
+
 /// A file system that SIGKILLs the process at the first write to the main
-/// database file after a sync, once armed (see [`vfs::arm_kill`]).
+/// database file after a sync, once armed (see [`vfs::arm_kill`]); or,
+/// `torn`, holds the database writes once armed and at the first sync of
+/// the database lets half of them reach the file, then kills.
 struct KillVfs {
     inner: OsVfs,
     db: std::path::PathBuf,
     armed: Arc<AtomicBool>,
     synced: Arc<AtomicBool>,
+    torn: Option<Held>,
 }
 
 struct KillFile {
@@ -239,6 +246,7 @@ struct KillFile {
     is_db: bool,
     armed: Arc<AtomicBool>,
     synced: Arc<AtomicBool>,
+    torn: Option<Held>,
 }
 
 impl Vfs for KillVfs {
@@ -248,6 +256,7 @@ impl Vfs for KillVfs {
             is_db: path == self.db,
             armed: self.armed.clone(),
             synced: self.synced.clone(),
+            torn: self.torn.clone(),
         }))
     }
     fn exists(&self, path: &Path) -> ::twinpage::Result<bool> {
@@ -274,6 +283,34 @@ impl KillFile {
             self.synced.store(true, Relaxed);
         }
     }
+
+    /// At a sync of the database: the held writes of a torn commit, the
+    /// first half of them, reach the file, then the process dies. A sync
+    /// after writes of page 1 alone (the session's first write marks the
+    /// file as in use) lets them through and goes on.
+    fn tear(&self) -> ::twinpage::Result<()> {
+        let Some(held) = self
+            .torn
+            .as_ref()
+            .filter(|_| self.is_db && self.armed.load(Relaxed))
+        else {
+            return Ok(());
+        };
+        let held = std::mem::take(&mut *held.lock());
+        let only_header = held.iter().all(|(off, _)| *off == 0);
+        let keep = if only_header {
+            held.len()
+        } else {
+            held.len() / 2
+        };
+        for (off, data) in &held[..keep] {
+            self.inner.write_at(data, *off)?;
+        }
+        if only_header {
+            return Ok(());
+        }
+        vfs::kill_self(b"M")
+    }
 }
 
 impl VfsFile for KillFile {
@@ -284,6 +321,13 @@ impl VfsFile for KillFile {
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> ::twinpage::Result<()> {
+        if let Some(held) = self.torn.as_ref() {
+            if self.is_db && self.armed.load(Relaxed) {
+                held.lock().push((offset, buf.to_vec()));
+                return Ok(());
+            }
+            return self.inner.write_at(buf, offset);
+        }
         self.inner.write_at(buf, offset)?;
         if self.is_db && self.armed.load(Relaxed) && self.synced.load(Relaxed) {
             vfs::kill_self(b"M");
@@ -291,11 +335,13 @@ impl VfsFile for KillFile {
         Ok(())
     }
     fn sync_data(&self) -> ::twinpage::Result<()> {
+        self.tear()?;
         self.inner.sync_data()?;
         self.note_sync();
         Ok(())
     }
     fn sync_all(&self) -> ::twinpage::Result<()> {
+        self.tear()?;
         self.inner.sync_all()?;
         self.note_sync();
         Ok(())
@@ -317,11 +363,13 @@ impl VfsFile for KillFile {
 /// Recovery benchmark, child side: insert `rows` into an existing
 /// database inside one transaction and get killed during its commit (or
 /// right after it, for modes whose commit never overwrites the database
-/// file in place after a sync).
+/// file in place after a sync); `torn`: in the middle of the commit's
+/// database writes.
 pub(crate) fn run_crash_child(
     db_path: &Path,
     opts: Options,
     rows: &[Op],
+    torn: bool,
 ) -> Result<(), BenchError> {
     let armed = Arc::new(AtomicBool::new(false));
     let kv = KillVfs {
@@ -329,6 +377,7 @@ pub(crate) fn run_crash_child(
         db: db_path.to_path_buf(),
         armed: armed.clone(),
         synced: Arc::new(AtomicBool::new(false)),
+        torn: torn.then(Arc::default),
     };
     let db = Db::open(db_path, opts.vfs(Arc::new(kv)))?;
     let table = super::super::workload::table_name(0);

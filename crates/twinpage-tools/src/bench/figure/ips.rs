@@ -288,6 +288,7 @@ pub fn fig7(a: &FigureArgs) -> Result<Figure, BenchError> {
         cache: CacheMode::Both,
         json: None,
         exe: None,
+        torn: false,
         env: a.env.clone(),
     };
     let m = recovery::measure(&args)?;

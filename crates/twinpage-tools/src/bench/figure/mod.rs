@@ -5,6 +5,7 @@
 //! defaults; every option can shorten a run for a smoke test.
 
 mod ips;
+mod lsmvbt;
 
 use super::{BenchError, EnvArgs};
 use plotters::coord::Shift;
@@ -107,6 +108,31 @@ const FIGURES: &[(&str, &str, Run)] = &[
         "ips-7",
         "[IPS] Fig. 7: recovery time after a crash in a transaction of 1-16 inserts",
         ips::fig7,
+    ),
+    (
+        "lsmvbt-6",
+        "[LSM] Fig. 6: latency and pages written per insert/delete vs WAL checkpoint interval",
+        lsmvbt::fig6,
+    ),
+    (
+        "lsmvbt-9",
+        "[LSM] Fig. 9: throughput vs share of writes (point reads and insert/delete)",
+        lsmvbt::fig9,
+    ),
+    (
+        "lsmvbt-10",
+        "[LSM] Fig. 10: recovery time vs size of the outstanding transaction (10-2,560 inserts)",
+        lsmvbt::fig10,
+    ),
+    (
+        "lsmvbt-11",
+        "[LSM] Fig. 11: insert time and pages written, sibling redistribution on/off, 512 B-8 KiB nodes",
+        lsmvbt::fig11,
+    ),
+    (
+        "lsmvbt-12",
+        "[LSM] Fig. 12: throughput of TRUNCATE, WAL, MVBT, MVBT + embedding, MVBT + lazy split, LS-MVBT",
+        lsmvbt::fig12,
     ),
 ];
 
