@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use twinpage::node::mvbt::{inspect, INV};
 use twinpage::storage::{IoEvent, MemVfs, OpenFlags, Vfs};
@@ -30,10 +30,19 @@ type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Everything a reader sees in table `t`.
 fn read_all(r: &ReadTxn) -> Rows {
-    r.range("t", .., Direction::Forward)
-        .unwrap()
-        .map(|kv| kv.unwrap())
-        .collect()
+    try_read_all(r).unwrap()
+}
+
+fn try_read_all(r: &ReadTxn) -> twinpage::Result<Rows> {
+    r.range("t", .., Direction::Forward)?.collect()
+}
+
+/// A reader reads its snapshot whole, or learns that it is too old.
+fn check_reader(r: &ReadTxn, m: &Rows) {
+    match try_read_all(r) {
+        Ok(rows) => assert_eq!(&rows, m, "a reader's snapshot changed"),
+        Err(e) => assert!(e.is_retryable(), "{e}"),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -107,9 +116,18 @@ fn run(mode: JournalMode, ps: usize, ops: &[Op]) {
                 readers.push((r, committed.clone()));
             }
             Op::Close(j) => {
-                for (r, m) in &readers {
-                    assert_eq!(&read_all(r), m, "{mode}: a reader's snapshot changed");
-                }
+                // A reader either reads its snapshot, whole, or is told it
+                // is too old (the root's last resort collected it).
+                readers.retain(|(r, m)| match try_read_all(r) {
+                    Ok(rows) => {
+                        assert_eq!(&rows, m, "{mode}: a reader's snapshot changed");
+                        true
+                    }
+                    Err(e) => {
+                        assert!(e.is_retryable(), "{mode}: {e}");
+                        false
+                    }
+                });
                 if !readers.is_empty() {
                     readers.remove(j % readers.len());
                 }
@@ -118,7 +136,7 @@ fn run(mode: JournalMode, ps: usize, ops: &[Op]) {
                 txn.take().unwrap().commit().unwrap();
                 committed = work.clone();
                 for (r, m) in readers.drain(..) {
-                    assert_eq!(read_all(&r), m);
+                    check_reader(&r, &m);
                 }
                 db.close().unwrap();
                 db = open(path, opts());
@@ -129,7 +147,7 @@ fn run(mode: JournalMode, ps: usize, ops: &[Op]) {
     txn.take().unwrap().commit().unwrap();
     committed = work;
     for (r, m) in readers.drain(..) {
-        assert_eq!(read_all(&r), m);
+        check_reader(&r, &m);
     }
     let mut want = Model::new();
     want.insert("t".into(), committed.clone());
@@ -276,8 +294,9 @@ fn ls_mvbt_writes_about_one_node_per_insert_and_three_per_split() {
     );
     // One node, or a lazy split (lazy node, new sibling, parent), or a
     // relocation of a node whose live cells fill at most half a page (the
-    // node's new page and the parent).
-    assert!(hist.keys().all(|&n| n <= 3), "{hist:?}");
+    // node's new page and the parent); now and then the parent splits too.
+    let cascades: usize = hist.iter().filter(|(n, _)| **n > 3).map(|(_, c)| c).sum();
+    assert!(cascades <= 2, "{hist:?}");
     assert!(hist.get(&3).copied().unwrap_or(0) > 0, "no split: {hist:?}");
 }
 
@@ -291,7 +310,8 @@ fn mvbt_splits_write_four_nodes() {
     // A split retires the node and copies both halves: with the parent,
     // four nodes; a version split alone (live cells fit half a page):
     // three.
-    assert!(hist.keys().all(|&n| n <= 4), "{hist:?}");
+    let cascades: usize = hist.iter().filter(|(n, _)| **n > 4).map(|(_, c)| c).sum();
+    assert!(cascades <= 2, "{hist:?}");
     assert!(hist.get(&4).copied().unwrap_or(0) > 0, "no split: {hist:?}");
     let (_, header, _) = insert_delete_workload(JournalMode::Mvbt, &[("embed", "1")]);
     assert_eq!(header, 0, "mvbt with embedding");
@@ -371,5 +391,87 @@ fn mode_options_are_checked() {
             let r = Db::open(Path::new(&format!("/{k}{v}.db")), o);
             assert_eq!(r.is_ok(), ok, "{mode} {k}={v}");
         }
+    }
+}
+
+/// Readers on other threads while a writer commits: every snapshot a
+/// reader opens is one commit's state, whole (the writer rewrites every
+/// row of the table with its commit number, and grows and shrinks the
+/// table so that nodes split, move and lose their cells to lazy GC; on
+/// 1 KiB pages the root runs out of room while readers hold old versions,
+/// so its last resort collects them and such a reader may be told its
+/// snapshot is too old, a retryable conflict).
+#[test]
+fn concurrent_readers_see_whole_commits() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    for (mode, ps) in [
+        (JournalMode::Mvbt, 1024),
+        (JournalMode::LsMvbt, 1024),
+        (JournalMode::LsMvbt, 4096),
+    ] {
+        let vfs = MemVfs::new();
+        let db = open(Path::new("/conc.db"), mem_opts(&vfs, mode, ps));
+        db.create_table("t").unwrap();
+        let stop = AtomicBool::new(false);
+        let (reads, too_old) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        /// Stops the readers however the writer ends.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while !stop.load(Relaxed) {
+                        let r = db.begin_read().unwrap();
+                        let (first, again) = match (try_read_all(&r), {
+                            // Read it again after the writer moved on.
+                            std::thread::yield_now();
+                            try_read_all(&r)
+                        }) {
+                            (Ok(a), Ok(b)) => (a, b),
+                            (Err(e), _) | (_, Err(e)) => {
+                                assert!(e.is_retryable(), "{mode}: {e}");
+                                too_old.fetch_add(1, Relaxed);
+                                continue;
+                            }
+                        };
+                        let stamps: HashSet<&[u8]> = first.values().map(|v| &v[..8]).collect();
+                        assert!(stamps.len() <= 1, "{mode}: a snapshot mixes commits");
+                        assert_eq!(first, again, "{mode}: a snapshot changed");
+                        reads.fetch_add(1, Relaxed);
+                    }
+                });
+            }
+            let _stop = Stop(&stop);
+            let mut next = rng(17);
+            for c in 0..150u64 {
+                db.write(|t| {
+                    let mut next = rng(c + 1);
+                    let n = 40 + next() % 80;
+                    for k in 0..120u64 {
+                        let key = format!("k{k:04}").into_bytes();
+                        if k < n {
+                            let mut v = c.to_be_bytes().to_vec();
+                            v.extend(std::iter::repeat_n(k as u8, (next() % 60) as usize));
+                            t.put("t", &key, &v)?;
+                        } else {
+                            t.delete("t", &key)?;
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                next();
+            }
+        });
+        eprintln!(
+            "{mode} {ps}: {} whole snapshots read, {} too old",
+            reads.into_inner(),
+            too_old.into_inner()
+        );
+        db.check().unwrap();
     }
 }

@@ -24,7 +24,7 @@
 //! Layout (big-endian), byte by byte in `docs/modes/mvbt.md`:
 //!
 //! ```text
-//! 0..32    version header 0        32..64   version header 1
+//! 0..40    version header 0        40..80   version header 1
 //!   +0  u8   magic 0x3B (0: never written)
 //!   +1  u8   kind of the node at the version: 0x0D leaf, 0x05 interior
 //!   +2  u16  nslots: slots 0..nslots are the version's slot array
@@ -34,13 +34,15 @@
 //!   +8  u64  TID of the writer (INV: rolled back)
 //!   +16 u32  commit record: transaction size
 //!   +20 u32  commit record: page count after the commit
-//!   +24 u32  body crc: crc32c(pgno, bitmap, then per member in slot
+//!   +24 u64  GC horizon: the version holds every cell visible at a
+//!            snapshot not below it (older readers get "snapshot too old")
+//!   +32 u32  body crc: crc32c(pgno, bitmap, then per member in slot
 //!            order: its slot entry, its cell with the end field clamped)
-//!   +28 u32  header crc: crc32c(pgno, +0..+28)
-//! 64..68   page checksum: crc32c(pgno, bytes 0..64, bytes 68..ps)
-//! 68..72   0
-//! 72..     membership bitmaps M[0], M[1]: ps/128 bytes each (ps/16 slots)
-//! 72+ps/64 slot array: u16 cell offsets (unsorted; shared by the versions)
+//!   +36 u32  header crc: crc32c(pgno, +0..+36)
+//! 80..84   page checksum: crc32c(pgno, bytes 0..80, bytes 84..ps)
+//! 84..88   0
+//! 88..     membership bitmaps M[0], M[1]: ps/128 bytes each (ps/16 slots)
+//! 88+ps/64 slot array: u16 cell offsets (unsorted; shared by the versions)
 //! ...      free space and cells (holes are reused)
 //! cell:    u8 flags (bit 0 interior, bit 1 the interior's rightmost
 //!          child: key +∞, stored empty), u64 start, u64 end, then the
@@ -49,8 +51,8 @@
 
 use super::cell::{self, Reader};
 use super::inpage::{
-    check_envelope, check_free_page, invalidate_envelope, raw_tid, verify_tree_page, with_local,
-    write_envelope, CrcGather, InPageFormat, VersionState,
+    check_envelope, check_free_page, invalidate_envelope, raw_tid, snapshot_too_old,
+    verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
 use super::{Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
@@ -61,7 +63,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Size of one version header.
-pub const HDR_LEN: usize = 32;
+pub const HDR_LEN: usize = 40;
 /// Offset of the page checksum.
 pub const PAGE_SUM_AT: usize = 2 * HDR_LEN;
 /// Offset of the first membership bitmap.
@@ -170,6 +172,8 @@ pub struct Version {
     pub txn_size: u32,
     /// Commit record: page count after the commit.
     pub page_count: u32,
+    /// The version holds every cell visible at snapshots not below it.
+    pub horizon: u64,
     /// Checksum of the members.
     pub body_crc: u32,
 }
@@ -181,7 +185,7 @@ impl Version {
 }
 
 fn header_crc(pgno: Pgno, page: &[u8], v: usize) -> u32 {
-    let b = &page[v * HDR_LEN..v * HDR_LEN + 28];
+    let b = &page[v * HDR_LEN..v * HDR_LEN + 36];
     crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), b)
 }
 
@@ -200,9 +204,10 @@ fn read_header(pgno: Pgno, page: &[u8], v: usize) -> Option<(Version, bool)> {
         tid: be64(b, 8),
         txn_size: be32(b, 16),
         page_count: be32(b, 20),
-        body_crc: be32(b, 24),
+        horizon: be64(b, 24),
+        body_crc: be32(b, 32),
     };
-    Some((h, be32(b, 28) == header_crc(pgno, page, v)))
+    Some((h, be32(b, 36) == header_crc(pgno, page, v)))
 }
 
 fn write_header(pgno: Pgno, page: &mut [u8], h: &Version) {
@@ -216,9 +221,10 @@ fn write_header(pgno: Pgno, page: &mut [u8], h: &Version) {
     b[8..16].copy_from_slice(&h.tid.to_be_bytes());
     b[16..20].copy_from_slice(&h.txn_size.to_be_bytes());
     b[20..24].copy_from_slice(&h.page_count.to_be_bytes());
-    b[24..28].copy_from_slice(&h.body_crc.to_be_bytes());
+    b[24..32].copy_from_slice(&h.horizon.to_be_bytes());
+    b[32..36].copy_from_slice(&h.body_crc.to_be_bytes());
     let crc = header_crc(pgno, page, h.v);
-    page[h.v * HDR_LEN + 28..h.v * HDR_LEN + 32].copy_from_slice(&crc.to_be_bytes());
+    page[h.v * HDR_LEN + 36..h.v * HDR_LEN + 40].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Both headers; a bad magic or a header whose checksum fails is
@@ -402,6 +408,11 @@ enum Fate {
 
 /// Where a new version goes ([`MvbtFormat::layout`]).
 struct Plan {
+    /// GC horizon of the new version.
+    horizon: u64,
+    /// Bytes the next writer finds free (not held by the new version's
+    /// members or slots), fragmented or not.
+    next_free: usize,
     /// The committed version written over (`None`: a fresh page).
     base: Option<Version>,
     /// Header the new version takes.
@@ -521,6 +532,10 @@ impl MvbtFormat {
                 },
             ));
         };
+        if s < h.horizon {
+            let tids: Vec<String> = vs.iter().flatten().map(|v| v.tid.to_string()).collect();
+            return Err(snapshot_too_old(pgno, s, &tids));
+        }
         with_scratch(|sc| {
             verify(pgno, page, &h, max_key, &mut sc.spans)?;
             sc.live.clear();
@@ -618,12 +633,41 @@ impl MvbtFormat {
     /// are new and where they go. `Ok(None)`: it does not fit. The base's
     /// checksums are verified when `pgno` is known (encode: a damaged base
     /// is an error); `fits` only plans.
+    ///
+    /// The root's last resort (an interior node with only its rightmost
+    /// child) also collects, when the page would otherwise leave its next
+    /// writer less than two stubs of room, every cell that ended before T,
+    /// also those open readers still need: the fixed root cannot move, and
+    /// readers holding the horizon back must not fill it for good. The
+    /// version then records the higher horizon, and a reader of an older
+    /// snapshot gets "snapshot too old" (a retryable conflict) from it.
     fn layout(
         &self,
         pgno: Option<Pgno>,
         node: &Node,
         base: Option<&[u8]>,
         ctx: &EncodeCtx,
+        sc: &mut Scratch,
+    ) -> Result<Option<Plan>> {
+        let plan = self.plan(pgno, node, base, ctx, ctx.horizon, sc)?;
+        let last_resort = matches!(node, Node::Interior { cells, .. } if cells.is_empty());
+        let forced = ctx.tid.saturating_sub(1);
+        match plan {
+            Some(p) if last_resort && p.next_free < 2 * STUB && ctx.horizon < forced => {
+                self.plan(pgno, node, base, ctx, forced, sc)
+            }
+            p => Ok(p),
+        }
+    }
+
+    /// [`MvbtFormat::layout`] with lazy GC up to `horizon`.
+    fn plan(
+        &self,
+        pgno: Option<Pgno>,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        horizon: u64,
         sc: &mut Scratch,
     ) -> Result<Option<Plan>> {
         let ps = ctx.page_size;
@@ -656,6 +700,7 @@ impl MvbtFormat {
         };
         // Fates of the base's members. An end at or above T was written by
         // T's own spill (or a rolled-back transaction): ∞ again.
+        let last_resort = matches!(node, Node::Interior { cells, .. } if cells.is_empty());
         let mut ended = false;
         sc.live.clear();
         for (j, sp) in sc.spans.iter().enumerate() {
@@ -665,7 +710,7 @@ impl MvbtFormat {
             } else if end == INV {
                 sc.live.push(j);
                 Fate::End
-            } else if end > ctx.horizon {
+            } else if end > horizon {
                 Fate::Dead
             } else {
                 Fate::Drop
@@ -793,16 +838,33 @@ impl MvbtFormat {
         // first one's dead cells can be reused), and (LS-MVBT) one more
         // cell unless this write ended cells. The last resort itself only
         // has to fit.
-        let last_resort = matches!(node, Node::Interior { cells, .. } if cells.is_empty());
-        let (mut reserve, mut slots_needed) = if last_resort { (0, 0) } else { (2 * STUB, 2) };
-        if self.reserve && !ended && !last_resort {
+        // A write that adds nothing takes no room from the next one.
+        let (mut reserve, mut slots_needed) = if last_resort || sc.new.is_empty() {
+            (0, 0)
+        } else {
+            (2 * STUB, 2)
+        };
+        if self.reserve && !ended && !last_resort && !sc.new.is_empty() {
             reserve += sc.lens.iter().copied().max().unwrap_or(0) + 2;
             slots_needed += 1;
         }
         if gap_hi - lo < reserve || max - members < slots_needed {
             return Ok(None);
         }
+        // What the next writer finds free: the page less the new
+        // version's slot array and members.
+        let held: usize = sc
+            .spans
+            .iter()
+            .zip(&sc.fate)
+            .filter(|(_, f)| **f != Fate::Drop)
+            .map(|(sp, _)| sp.len)
+            .chain(sc.new.iter().map(|&(i, _, _)| sc.lens[i]))
+            .sum();
+        let next_free = (ps - slot_at(ps, nslots)).saturating_sub(held);
         Ok(Some(Plan {
+            horizon: b.map_or(0, |(h, _)| h.horizon).max(horizon),
+            next_free,
             base: b.map(|(h, _)| h),
             w: b.map_or(0, |(h, _)| 1 - h.v),
             nslots,
@@ -876,6 +938,7 @@ impl MvbtFormat {
             tid,
             txn_size: 0,
             page_count: 0,
+            horizon: plan.horizon,
             body_crc: crc.finish(),
         };
         write_header(pgno, out, &h);
