@@ -46,7 +46,8 @@
 //! ...      free space and cells (holes are reused)
 //! cell:    u8 flags (bit 0 interior, bit 1 the interior's rightmost
 //!          child: key +∞, stored empty), u64 start, u64 end, then the
-//!          leaf or interior cell of `cell.rs`
+//!          leaf or interior cell of `cell.rs` (overflowing keys as
+//!          `node::cell` describes: cells pair by the stored bytes)
 //! ```
 
 use super::cell::{self, Reader};
@@ -57,7 +58,7 @@ use super::inpage::{
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
 use super::{Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
 use crate::base::pagesum;
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -456,11 +457,15 @@ fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
     with_local(&SCRATCH, f)
 }
 
-/// Flags, key and body of cell `i` of `node` as this format stores it.
-fn node_cell(node: &Node, i: usize) -> (u8, &[u8]) {
+/// Flags and key identity of cell `i` of `node` as this format stores it
+/// (an overflowing key's local bytes and chain head, `cell::key_ident`,
+/// built in `ident`).
+fn node_cell<'a>(node: &'a Node, i: usize, ident: &'a mut Vec<u8>) -> (u8, &'a [u8]) {
     match node {
-        Node::Leaf(c) => (0, &c[i].key),
-        Node::Interior { cells, .. } if i < cells.len() => (CELL_INTERIOR, &cells[i].key),
+        Node::Leaf(c) => (0, cell::key_ident(&c[i].key, ident)),
+        Node::Interior { cells, .. } if i < cells.len() => {
+            (CELL_INTERIOR, cell::key_ident(&cells[i].key, ident))
+        }
         Node::Interior { .. } => (CELL_INTERIOR | CELL_RIGHT, &[]),
     }
 }
@@ -554,16 +559,28 @@ impl MvbtFormat {
                 return Err(bad("interior node without cells".into()));
             }
             let spans = &sc.spans;
+            // An overflowing key's identity is not the key: the table's
+            // order cannot compare it. Such a node is listed in bytewise
+            // order of the identities (unique to each cell) and sorted once
+            // its keys are complete (`cell::complete_keys`, `unsorted_slots`).
+            let overflows = |sp: &Span| {
+                cell::key_overflows_at(page, sp.off + PREFIX, sp.flags & CELL_INTERIOR == 0)
+            };
+            let order: &dyn KeyOrder = if sc.live.iter().any(|&j| overflows(&spans[j])) {
+                &BYTEWISE
+            } else {
+                ctx.order
+            };
             sc.live.sort_unstable_by(|&a, &b| {
                 let (a, b) = (&spans[a], &spans[b]);
                 a.rank()
                     .cmp(&b.rank())
-                    .then_with(|| ctx.order.compare(&page[a.ks..a.ke], &page[b.ks..b.ke]))
+                    .then_with(|| order.compare(&page[a.ks..a.ke], &page[b.ks..b.ke]))
             });
             for w in sc.live.windows(2) {
                 let (a, b) = (&spans[w[0]], &spans[w[1]]);
                 if a.rank() == b.rank()
-                    && ctx.order.compare(&page[a.ks..a.ke], &page[b.ks..b.ke]) == Ordering::Equal
+                    && order.compare(&page[a.ks..a.ke], &page[b.ks..b.ke]) == Ordering::Equal
                 {
                     return Err(bad(if a.flags & CELL_RIGHT != 0 {
                         "two rightmost children".into()
@@ -729,8 +746,9 @@ impl MvbtFormat {
         // Cells of the node equal to a live base cell stay; the others
         // are new.
         let mut keep_count = 0;
+        let mut ident = Vec::new();
         for i in 0..n {
-            let (flags, key) = node_cell(node, i);
+            let (flags, key) = node_cell(node, i, &mut ident);
             let found = b.and_then(|(_, page)| {
                 sc.live
                     .binary_search_by(|&j| {
@@ -903,7 +921,7 @@ impl MvbtFormat {
             sc.members.push((sp.slot, sp.off, sp.len));
         }
         for &(i, slot, off) in &sc.new {
-            let (flags, _) = node_cell(node, i);
+            let flags = node_cell(node, i, &mut sc.cell).0;
             out[off] = flags;
             out[off + 1..off + END_AT].copy_from_slice(&tid.to_be_bytes());
             out[off + END_AT..off + PREFIX].copy_from_slice(&INV.to_be_bytes());
@@ -1088,6 +1106,10 @@ impl NodeFormat for MvbtFormat {
         // A fifth of the capacity: an overflowing node splits into halves
         // that each fit a fresh page with the reserved buffer space.
         self.capacity(page_size) / 5
+    }
+
+    fn unsorted_slots(&self) -> bool {
+        true
     }
 
     fn needs_base(&self) -> bool {
