@@ -51,6 +51,11 @@ pub struct Args {
     /// them one after the other. One-writer protocols always run one.
     #[arg(long, default_value_t = 3)]
     pub in_flight: usize,
+    /// With several in flight: transactions done at the same moment commit
+    /// together, one thread each, sharing the journal's group commit (the
+    /// run is then not reproducible from a violation's coordinates).
+    #[arg(long)]
+    pub group_commit: bool,
     /// Page size of the test database.
     #[arg(long, default_value_t = 1024)]
     pub page_size: usize,
@@ -156,6 +161,7 @@ impl Args {
             txns: self.txns,
             page_size: self.page_size,
             in_flight: self.in_flight,
+            group_commit: self.group_commit,
             ..WorkloadConfig::default()
         };
         cfg.cache_size = self.cache_pages * self.page_size;
@@ -402,6 +408,11 @@ pub fn run(a: Args) -> Result<i32> {
                     ""
                 }
             );
+            if a.group_commit {
+                println!(
+                    "  (--group-commit: parallel commits interleave their I/O as the scheduler let them; a rerun draws another log, so the state above is the record)"
+                );
+            }
         }
     }
     Ok(if failed > 0 { 1 } else { 0 })

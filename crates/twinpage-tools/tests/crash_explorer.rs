@@ -273,3 +273,35 @@ fn several_transactions_in_flight_for_every_multi_writer_pair() {
         }
     }
 }
+
+/// Transactions done at the same moment commit on parallel threads and
+/// meet in the journal's group commit (wal's sequencer: frames written in
+/// parallel, one fdatasync; dhl-cc/ips under 2VTO: one page-1 mark per
+/// batch); power is cut anywhere in the interleaved I/O.
+#[test]
+fn parallel_commits_share_group_commit_and_survive_crashes() {
+    use twinpage::cc::Protocol;
+    for (mode, p) in [
+        (JournalMode::Wal, Protocol::BeginConcurrent),
+        (JournalMode::DhlCc, Protocol::TwoVto),
+        (JournalMode::Ips, Protocol::TwoVto),
+    ] {
+        let mut cfg = ExploreConfig::new(mode, PersistenceModel::Ext4Ordered);
+        cfg.protocol = p;
+        cfg.seed = 71;
+        cfg.workload.in_flight = 3;
+        cfg.workload.group_commit = true;
+        cfg.states = 300 * scale();
+        let rep = explore(&cfg).unwrap_or_else(|e| panic!("{mode} {p}: {e}"));
+        eprintln!("{rep}\n    {}", rep.coverage);
+        assert_clean(&rep);
+        let c = &rep.coverage;
+        assert!(
+            c.parallel_commits > 0,
+            "{mode} {p}: no commits ran in parallel ({c})"
+        );
+        // Which batches share a sync is up to the scheduler: a bounded
+        // run may form none (the manual runs of docs/CRASH.md §9 count
+        // them); tests/group_commit.rs asserts that groups form.
+    }
+}

@@ -14,6 +14,7 @@
 //! Configurations whose durability is [`Durability::None`] (mode off,
 //! synchronous=off) are explored and reported, never failed.
 
+use super::slow_sync::SlowSync;
 use super::workload::{record, record_interleaved, Coverage, History, Model, WorkloadConfig};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -132,7 +133,15 @@ impl ExploreConfig {
             // One driver thread interleaving transactions: a wait for
             // another of its transactions can never end, so refuse it at
             // once (deterministic, and no time lost).
-            busy_timeout: if self.interleaved() {
+            // Group commit under commit ordering (2VTO): a batch's younger
+            // commits, on their own threads, wait for the older ones to be
+            // sequenced.
+            busy_timeout: if self.interleaved()
+                && self.workload.group_commit
+                && self.protocol.orders_commits()
+            {
+                Duration::from_millis(100)
+            } else if self.interleaved() {
                 Duration::ZERO
             } else {
                 Duration::from_millis(50)
@@ -416,7 +425,16 @@ pub fn explore(cfg: &ExploreConfig) -> Result<Report> {
             ..cfg.workload.clone()
         };
         let counter = sim.clone();
-        let opts = cfg.options(Arc::new(sim.clone()));
+        let vfs: Arc<dyn Vfs> = if cfg.interleaved() && cfg.workload.group_commit {
+            // Parallel commits find a sync in flight and share the next.
+            Arc::new(SlowSync {
+                inner: Arc::new(sim.clone()),
+                delay: Duration::from_micros(500),
+            })
+        } else {
+            Arc::new(sim.clone())
+        };
+        let opts = cfg.options(vfs);
         let ops = move || counter.op_count();
         let hist = if cfg.interleaved() {
             record_interleaved(

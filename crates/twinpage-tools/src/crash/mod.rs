@@ -9,4 +9,5 @@ pub mod explore;
 pub mod flip;
 pub mod inject;
 pub mod recovery_faults;
+pub mod slow_sync;
 pub mod workload;

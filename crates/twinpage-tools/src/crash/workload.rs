@@ -217,6 +217,11 @@ pub struct WorkloadConfig {
     /// under a protocol with several writers, one driver thread
     /// interleaves their operations ([`record_interleaved`]).
     pub in_flight: usize,
+    /// With several in flight: transactions done at the same time commit
+    /// together, each on its own thread, so their commits share the
+    /// journal's group commit (the run is then not reproducible from its
+    /// seed: the threads' I/O interleaves as the scheduler lets it).
+    pub group_commit: bool,
 }
 
 impl Default for WorkloadConfig {
@@ -229,6 +234,7 @@ impl Default for WorkloadConfig {
             reopen: true,
             max_key: None,
             in_flight: 1,
+            group_commit: false,
         }
     }
 }
@@ -567,6 +573,14 @@ pub struct Coverage {
     pub max_in_flight: usize,
     /// Commits made while other write transactions were open.
     pub overlapped_commits: u64,
+    /// Commits made on parallel threads, several at once
+    /// ([`WorkloadConfig::group_commit`]).
+    pub parallel_commits: u64,
+    /// Commits that shared an fdatasync with another (the journal's
+    /// `commits_synced - groups_of_1`, summed over sessions).
+    pub shared_sync_commits: u64,
+    /// The largest group commit seen (the journal's `max_group`).
+    pub max_group: u64,
 }
 
 impl Coverage {
@@ -583,6 +597,9 @@ impl Coverage {
         self.max_overflow = self.max_overflow.max(o.max_overflow);
         self.max_in_flight = self.max_in_flight.max(o.max_in_flight);
         self.overlapped_commits += o.overlapped_commits;
+        self.parallel_commits += o.parallel_commits;
+        self.shared_sync_commits += o.shared_sync_commits;
+        self.max_group = self.max_group.max(o.max_group);
     }
 }
 
@@ -606,6 +623,13 @@ impl fmt::Display for Coverage {
                 f,
                 ", <= {} write txns in flight, {} commits with others open",
                 self.max_in_flight, self.overlapped_commits
+            )?;
+        }
+        if self.parallel_commits > 0 {
+            write!(
+                f,
+                ", {} commits on parallel threads, {} sharing an fdatasync, groups <= {}",
+                self.parallel_commits, self.shared_sync_commits, self.max_group
             )?;
         }
         Ok(())
@@ -823,6 +847,69 @@ fn refused(e: &Error) -> bool {
     matches!(e, Error::Conflict { .. } | Error::Busy(_))
 }
 
+/// Add a session's group-commit counters to `c`.
+fn note_groups(db: &Db, c: &mut Coverage) {
+    let j = db.stats().journal;
+    let get = |n: &str| j.iter().find(|(k, _)| *k == n).map_or(0, |(_, v)| *v);
+    c.shared_sync_commits += get("commits_synced").saturating_sub(get("groups_of_1"));
+    c.max_group = c.max_group.max(get("max_group"));
+}
+
+/// Commit `batch` on one thread each, all at once, so the commits meet in
+/// the journal's group commit; returns the committed model. The history
+/// takes them in commit (TID) order, each started when the batch started;
+/// a commit acknowledged before an earlier one counts that one as
+/// acknowledged then too (an acknowledgment covers every earlier commit:
+/// invariant G1 of `journal/group.rs`). A refused commit rolls back.
+fn commit_together(
+    batch: Vec<InFlight>,
+    committed: &Model,
+    hist: &mut History,
+    db: &Db,
+    ops: &(dyn Fn() -> usize + Sync),
+) -> Result<Model, RunError> {
+    let start_op = ops();
+    let go = std::sync::Barrier::new(batch.len());
+    let outs: Vec<(Vec<Step>, Result<Option<u64>>, usize)> = std::thread::scope(|s| {
+        let handles: Vec<_> = batch
+            .into_iter()
+            .map(|f| {
+                let go = &go;
+                s.spawn(move || {
+                    go.wait();
+                    let r = f.txn.commit_tid();
+                    (f.steps, r, ops())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a commit thread panicked"))
+            .collect()
+    });
+    let mut done: Vec<(u64, Vec<Step>, usize)> = Vec::new();
+    for (steps, r, ack) in outs {
+        match r {
+            // A commit that wrote nothing changes no model: first (so
+            // no acknowledgment is taken from it for a real commit).
+            Ok(tid) => done.push((tid.unwrap_or(0), steps, ack)),
+            Err(e) if refused(&e) => hist.coverage.rollbacks += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    done.sort_by_key(|d| d.0);
+    let mut acks: Vec<usize> = done.iter().map(|d| d.2).collect();
+    for k in (0..acks.len().saturating_sub(1)).rev() {
+        acks[k] = acks[k].min(acks[k + 1]);
+    }
+    let mut m = committed.clone();
+    for ((_, steps, _), ack_op) in done.iter().zip(acks) {
+        m = apply_steps(&m, steps);
+        hist.committed(m.clone(), CommitMark { start_op, ack_op }, db)?;
+    }
+    Ok(m)
+}
+
 /// Run a workload with up to `cfg.in_flight` write transactions open at
 /// once, their operations interleaved at random by this one thread, so a
 /// crash finds several transactions in flight (each with its private
@@ -841,7 +928,7 @@ pub fn record_interleaved(
     cfg: &WorkloadConfig,
     path: &std::path::Path,
     opts: &twinpage::Options,
-    ops: &dyn Fn() -> usize,
+    ops: &(dyn Fn() -> usize + Sync),
     orders_commits: bool,
 ) -> Result<History, RunError> {
     let mut hist = History::new();
@@ -855,6 +942,7 @@ pub fn record_interleaved(
     // other (a page they both read is a conflict or a refused wait here).
     cfg.tables = cfg.tables.max(2 * in_flight);
     let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0x696e_666c_6967_6874);
+    let group_commit = cfg.group_commit;
     let mut gen = Generator::new(cfg);
     let mut db = Some(first);
     let mut open: Vec<InFlight> = Vec::new();
@@ -872,6 +960,7 @@ pub fn record_interleaved(
                 match &plan {
                     Plan::Reopen => {
                         if let Some(d) = db.take() {
+                            note_groups(&d, &mut hist.coverage);
                             d.close()?;
                         }
                         db = Some(Db::open(path, opts.clone())?);
@@ -986,6 +1075,31 @@ pub fn record_interleaved(
             }
             continue;
         }
+        if group_commit && open[i].commit {
+            // The others done at the same moment commit with it, each on
+            // its own thread; under commit ordering (2VTO, where `i` is
+            // the oldest), the oldest ones, in order.
+            let ready = |g: &InFlight| g.next >= g.steps.len() && g.commit;
+            let mut idx = vec![i];
+            if orders_commits {
+                idx.extend((i + 1..open.len()).take_while(|&j| ready(&open[j])));
+            } else {
+                idx.extend((0..open.len()).filter(|&j| j != i && ready(&open[j])));
+            }
+            if idx.len() > 1 {
+                idx.sort_unstable();
+                let mut batch: Vec<InFlight> = idx.iter().rev().map(|&j| open.remove(j)).collect();
+                batch.reverse();
+                let (n, others) = (batch.len() as u64, !open.is_empty());
+                committed = commit_together(batch, &committed, &mut hist, d, ops)?;
+                gen.set_model(committed.clone());
+                hist.coverage.parallel_commits += n;
+                if others {
+                    hist.coverage.overlapped_commits += n;
+                }
+                continue;
+            }
+        }
         let f = open.remove(i);
         if !f.commit {
             f.txn.rollback()?;
@@ -1012,6 +1126,7 @@ pub fn record_interleaved(
         }
     }
     if let Some(d) = db.take() {
+        note_groups(&d, &mut hist.coverage);
         d.close()?;
     }
     Ok(hist)
