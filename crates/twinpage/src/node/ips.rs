@@ -291,7 +291,6 @@ fn parse(
     crc.put(&page[hb..hb + HDR_SUMMED]);
     let tb = tb_at(ps, h.v);
     crc.put(&page[tb..tb + tb_len(ps)]);
-    crc.put(&page[slots_at(ps)..slot_at(ps, h.nslots)]);
     out.reserve(h.live);
     for i in 0..h.nslots {
         if tombstoned(page, ps, h.v, i) {
@@ -311,6 +310,7 @@ fn parse(
         };
         // The key is a slice of `page`: its position, not a copy.
         let ks = key.as_ptr() as usize - page.as_ptr() as usize;
+        crc.put(&page[slot_at(ps, i)..slot_at(ps, i) + 2]);
         crc.put(&page[off..r.pos]);
         out.push((off, r.pos - off, ks, ks + key.len(), i));
     }
@@ -400,6 +400,13 @@ struct Scratch {
     tomb: Vec<usize>,
     /// Live records of the new version, (slot, offset, length).
     live: Vec<(usize, usize, usize)>,
+    /// Where each of `new` goes (its record offset), in `new`'s order.
+    place: Vec<usize>,
+    /// Slots the base version tombstoned that the new version reuses.
+    reused: Vec<usize>,
+    /// Free byte ranges of the record area, `(start, end)`, ascending:
+    /// what the base version does not use ([`IpsFormat::fill_holes`]).
+    holes: Vec<(usize, usize)>,
     cell: Vec<u8>,
     /// A node cell's key identity when it is not the key
     /// (`cell::key_ident`).
@@ -589,19 +596,97 @@ impl IpsFormat {
                 .map(|(s, _)| s.4),
         );
         let added: usize = sc.new.iter().map(|&i| sc.lens[i]).sum();
-        let nslots = b.nslots + sc.new.len();
-        if nslots > max_slots(ps) || b.free < added || b.free - added < slot_at(ps, nslots) {
-            return Ok(None);
-        }
-        for (k, &i) in sc.new.iter().enumerate() {
-            sc.slots[i] = b.nslots + k;
-        }
+        let appended = b.nslots + sc.new.len();
+        sc.place.clear();
+        sc.reused.clear();
+        let (nslots, free) = if appended <= max_slots(ps)
+            && b.free >= added
+            && b.free - added >= slot_at(ps, appended)
+        {
+            // Append below the base version's records, new slots at the
+            // end (\[IPS\] §3.2.1).
+            let mut at = b.free;
+            for &i in &sc.new {
+                at -= sc.lens[i];
+                sc.place.push(at);
+            }
+            for (k, &i) in sc.new.iter().enumerate() {
+                sc.slots[i] = b.nslots + k;
+            }
+            (appended, at)
+        } else {
+            // Overflow: garbage-collect in place before the tree moves the
+            // node (docs/modes/ips.md §5).
+            sc.reused.extend(
+                (0..b.nslots)
+                    .filter(|&i| tombstoned(base, ps, b.v, i))
+                    .take(sc.new.len()),
+            );
+            let nslots = b.nslots + sc.new.len() - sc.reused.len();
+            if nslots > max_slots(ps) || !Self::fill_holes(ps, nslots, sc) {
+                return Ok(None);
+            }
+            for (k, &i) in sc.new.iter().enumerate() {
+                sc.slots[i] = match sc.reused.get(k) {
+                    Some(&slot) => slot,
+                    None => b.nslots + k - sc.reused.len(),
+                };
+            }
+            let lowest = sc.place.iter().copied().min().unwrap_or(b.free);
+            (nslots, lowest.min(b.free).max(slot_at(ps, nslots)))
+        };
         Ok(Some(Plan {
             base: Some(b),
             v: 1 - b.v,
             nslots,
-            free: b.free - added,
+            free,
         }))
+    }
+
+    /// In-page garbage collection, beyond the paper (docs/modes/ips.md §5):
+    /// when the new records do not fit below the base version's, place
+    /// them in the space of records the base version no longer has
+    /// (deleted or replaced before it committed). Those bytes belong to
+    /// nothing the base version reads, so the page stays byte-preserving
+    /// for the base, and the older version they belonged to is
+    /// overwritten by the new header anyway. `sc.spans` holds the base's
+    /// live records; fills `sc.place`. False when they do not fit (the
+    /// tree then relocates or splits the node, \[IPS\] §3.2.2).
+    fn fill_holes(ps: usize, nslots: usize, sc: &mut Scratch) -> bool {
+        let lo = slot_at(ps, nslots);
+        sc.holes.clear();
+        sc.live.clear();
+        sc.live.extend(
+            sc.spans
+                .iter()
+                .map(|&(off, len, _, _, slot)| (off, len, slot)),
+        );
+        sc.live.sort_unstable();
+        let mut at = lo;
+        for &(off, len, _) in &sc.live {
+            if off < lo {
+                // The slot array would run into a live record.
+                return false;
+            }
+            if off > at {
+                sc.holes.push((at, off));
+            }
+            at = at.max(off + len);
+        }
+        if at < ps {
+            sc.holes.push((at, ps));
+        }
+        // First fit from the top of the page down, each record at the top
+        // of its hole.
+        for &i in &sc.new {
+            let len = sc.lens[i];
+            let Some(h) = sc.holes.iter_mut().rev().find(|h| h.1 - h.0 >= len) else {
+                return false;
+            };
+            h.1 -= len;
+            sc.place.push(h.1);
+        }
+        true
     }
 
     /// [`NodeFormat::encode_if_fits`] with this thread's scratch.
@@ -622,11 +707,19 @@ impl IpsFormat {
             (Some(_), Some(b)) => out.copy_from_slice(b),
             _ => out.fill(0),
         }
-        // Append the new records below the base version's, in node order.
-        let mut at = plan.base.map_or(ps, |b| b.free);
+        // The new records where the layout put them: appended below the
+        // base version's records, or in space the base does not use.
+        if plan.base.is_none() {
+            sc.place.clear();
+            sc.reused.clear();
+            let mut at = ps;
+            for &i in &sc.new {
+                at -= sc.lens[i];
+                sc.place.push(at);
+            }
+        }
         sc.live.clear();
-        for &i in &sc.new {
-            at -= sc.lens[i];
+        for (&i, &at) in sc.new.iter().zip(&sc.place) {
             put_cell(node, i, out, at);
             let s = slot_at(ps, sc.slots[i]);
             out[s..s + 2].copy_from_slice(&(at as u16).to_be_bytes());
@@ -639,6 +732,9 @@ impl IpsFormat {
         }
         for &s in &sc.tomb {
             out[tb + s / 8] |= 0x80 >> (s % 8);
+        }
+        for &s in &sc.reused {
+            out[tb + s / 8] &= !(0x80 >> (s % 8));
         }
         let (kind, right) = kind_of(node);
         let mut h = Version {
@@ -666,8 +762,8 @@ impl IpsFormat {
         crc.put(&pgno.to_be_bytes());
         crc.put(&out[plan.v * HDR_LEN..plan.v * HDR_LEN + HDR_SUMMED]);
         crc.put(&out[tb..tb + tb_len(ps)]);
-        crc.put(&out[slots_at(ps)..slot_at(ps, plan.nslots)]);
-        for &(_, off, len) in &sc.live {
+        for &(slot, off, len) in &sc.live {
+            crc.put(&out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
             crc.put(&out[off..off + len]);
         }
         h.crc = crc.finish();
@@ -1085,6 +1181,60 @@ mod tests {
         let s = enc(&stub, Some(&p), 2);
         assert_eq!(f.decode(7, &s, &dctx(2)).unwrap(), stub);
         assert_eq!(f.decode(7, &s, &dctx(1)).unwrap(), leaf(&keys));
+    }
+
+    /// In-page garbage collection: a page with room for one more record
+    /// takes update after update in place (the replaced records' space and
+    /// slots are reused), and each version leaves every byte the committed
+    /// one reads as it was.
+    #[test]
+    fn updates_reuse_the_space_of_replaced_records() {
+        let f = IpsFormat;
+        let names: Vec<String> = (0..40).map(|i| format!("k{i:03}")).collect();
+        let mut keys: Vec<(&str, usize)> = Vec::new();
+        for n in &names {
+            keys.push((n.as_str(), 30));
+            if !f.fits(&leaf(&keys), None, &ectx(1)) {
+                keys.pop();
+                break;
+            }
+        }
+        // One record fewer than a full page: room for one appended update.
+        keys.pop();
+        let mut node = leaf(&keys);
+        let mut page = enc(&node, None, 1);
+        let mut updates = 0;
+        for tid in 2..200u64 {
+            let mut next = node.clone();
+            if let Node::Leaf(c) = &mut next {
+                let i = (tid as usize * 7) % c.len();
+                c[i].value = Value::Inline(vec![tid as u8; 30].into());
+            }
+            if !f.fits(&next, Some(&page), &ectx(tid)) {
+                break;
+            }
+            let out = enc(&next, Some(&page), tid);
+            // The committed version is untouched and still decodes.
+            let base = read_version(&page, page[FLIP_AT] as usize).unwrap();
+            let mut spans = Vec::new();
+            verify(7, &page, &base, 100, &BYTEWISE, &mut spans).unwrap();
+            for i in changed(&page, &out) {
+                assert!(
+                    !spans.iter().any(|s| (s.0..s.0 + s.1).contains(&i)),
+                    "update {tid} changed byte {i} of a committed record"
+                );
+            }
+            assert_eq!(f.decode(7, &out, &dctx(tid - 1)).unwrap(), node);
+            assert_eq!(f.decode(7, &out, &dctx(tid)).unwrap(), next);
+            page = out;
+            node = next;
+            updates += 1;
+        }
+        // Without the reuse the page would overflow at the second update;
+        // with it (records' space and slots), never.
+        assert_eq!(updates, 198);
+        let h = read_version(&page, page[FLIP_AT] as usize).unwrap();
+        assert_eq!((h.nslots, h.live), (keys.len() + 1, keys.len()));
     }
 
     #[test]
