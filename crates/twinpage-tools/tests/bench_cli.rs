@@ -78,6 +78,55 @@ fn mobibench_writes_json_with_documented_fields() {
     assert_eq!(runs[1]["txn_per_sec_ratio"], 1.0);
 }
 
+#[test]
+fn shared_keys_report_aborts_and_the_breakdown() {
+    let dir = scratch();
+    #[rustfmt::skip]
+    let (v, stdout) = bench_json(&dir, "shared.json", &[
+        "bench", "mobibench", "--no-isolate", "--txns", "200", "--prefill", "50",
+        "--op", "select-update", "--write-ratio", "0.5", "--keys", "shared",
+        "--threads", "4", "--dist", "zipf", "--zipf-s", "1.0", "--prefill-order", "random",
+        "--engine", "twinpage:ips,concurrency=2vto", "--engine", "sqlite:wal",
+    ]);
+    assert!(stdout.contains("per-key model"), "{stdout}");
+    assert_eq!(v["settings"]["workloads"][0]["keys"], "shared");
+    for r in v["runs"].as_array().unwrap() {
+        for f in [
+            "aborts_per_txn",
+            "max_aborts_per_txn",
+            "fdatasync_per_txn",
+            "conflict_aborts",
+            "busy_aborts",
+            "latency_breakdown_us",
+            "protocol_counters",
+            "verified",
+        ] {
+            assert!(r.get(f).is_some(), "missing {f} in {r}");
+        }
+        let b = &r["latency_breakdown_us"];
+        let parts: f64 = [
+            "lock_wait",
+            "forced_sleep",
+            "commit_wait",
+            "replay",
+            "compute",
+            "write",
+            "sync",
+        ]
+        .iter()
+        .map(|k| b[k].as_f64().unwrap())
+        .sum();
+        assert!(
+            (parts - b["total"].as_f64().unwrap()).abs() < 0.01 + 0.01 * parts,
+            "{b}"
+        );
+        assert_eq!(r["verified"]["integrity"], "ok");
+    }
+    let ips = &v["runs"][0];
+    assert!(ips["max_aborts_per_txn"].as_u64().unwrap() <= 1);
+    assert_eq!(ips["protocol_counters"]["second_aborts"], 0);
+}
+
 /// The Rust peers run the same workload (each checks the rows it ends
 /// with, as every engine does); redb's I/O is counted by the same VFS.
 #[test]

@@ -350,10 +350,14 @@ pub fn child(a: &CpuChildArgs) -> Result<(), BenchError> {
     if a.measure {
         let mut wk = engine.worker(&w)?;
         for txn in w.threads.iter().flatten() {
-            wk.run(txn).map_err(|e| match e {
-                engines::TxnError::Busy(m) => BenchError::Msg(m),
+            let missed = wk.run(txn).map_err(|e| match e {
+                engines::TxnError::Busy(m) | engines::TxnError::Conflict(m) => BenchError::Msg(m),
                 engines::TxnError::Fatal(e) => e,
             })?;
+            if missed != 0 {
+                let op = &txn.ops[missed.trailing_zeros() as usize];
+                return Err(BenchError::Msg(engines::mismatch(&a.engine, op)));
+            }
         }
     }
     engine.close()

@@ -27,6 +27,7 @@ pub mod readers;
 pub mod recovery;
 pub mod report;
 pub mod trace;
+pub mod verify;
 pub mod workload;
 
 use blockdev::{BlockDev, DiskStat, Ext4Image};
@@ -38,8 +39,10 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+use twinpage::base::timers;
+use twinpage::cc::Protocol;
 use twinpage::storage::IoSnapshot;
-use workload::{KeyDist, Operation, Workload, WorkloadSpec};
+use workload::{KeyDist, KeySharing, Operation, PrefillOrder, Workload, WorkloadSpec};
 
 /// Errors of the benchmark tool.
 #[derive(Debug)]
@@ -226,9 +229,17 @@ pub struct MobibenchArgs {
     /// Number of tables.
     #[arg(long, default_value_t = 1)]
     pub tables: u32,
-    /// Threads (1..=8), each with its own connection/handle and key range.
+    /// Threads (1..=8), each with its own connection/handle.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub threads: u32,
+    /// Whether the threads own disjoint key ranges or pick from the same
+    /// rows (conflicts, as in the IPS paper's concurrent Mobibench).
+    #[arg(long, value_enum, default_value_t = KeySharing::Disjoint)]
+    pub keys: KeySharing,
+    /// Load the pre-fill in ascending key order (full leaves) or in a
+    /// random order (leaves about two-thirds full).
+    #[arg(long, value_enum, default_value_t = PrefillOrder::Sequential)]
+    pub prefill_order: PrefillOrder,
     /// Random seed of the op stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -401,10 +412,72 @@ pub struct RunResult {
     pub user_cpu: Duration,
     /// System CPU time of the measured phase.
     pub sys_cpu: Duration,
-    /// Attempts rolled back because of a lock conflict.
+    /// Attempts rolled back (a conflict or a busy lock) and replayed.
     pub aborts: u64,
+    /// Of those, refused by the concurrency protocol (a conflict).
+    pub conflicts: u64,
     /// Transactions that needed at least one retry.
     pub retried_txns: u64,
+    /// The most attempts one transaction lost.
+    pub max_aborts_per_txn: u64,
+    /// Where the transactions' time went, summed over them.
+    pub breakdown: Breakdown,
+    /// What the check after the run compared.
+    pub verified: verify::Verified,
+    /// The engine's integrity check after the run (`None`: it has none).
+    pub integrity: Option<String>,
+    /// The concurrency protocol's counters over the measured phase
+    /// (`max_*` as at the end, the others as differences).
+    pub protocol: Vec<(String, u64)>,
+}
+
+/// Transaction time split by what it was spent on, in nanoseconds summed
+/// over the committed transactions (\[IPS\] Fig. 10): the successful
+/// attempt's waits and I/O from the thread's clocks
+/// ([`twinpage::base::timers`]; SQLite's counting VFS adds to the same
+/// clocks, its busy handler's sleeps as lock wait), the attempts that were
+/// rolled back and the backoff before each replay as `replay`, and the
+/// rest of the successful attempt as compute.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Breakdown {
+    /// Waiting for locks.
+    pub lock_wait_ns: u64,
+    /// 2VTO's forced sleep before a replay.
+    pub forced_sleep_ns: u64,
+    /// 2VTO's wait for the commit turn.
+    pub commit_wait_ns: u64,
+    /// Rolled-back attempts and the backoff before each replay.
+    pub replay_ns: u64,
+    /// `pwrite` of the successful attempt.
+    pub write_ns: u64,
+    /// `fdatasync`/`fsync` of the successful attempt.
+    pub sync_ns: u64,
+    /// Every transaction's whole latency.
+    pub total_ns: u64,
+}
+
+impl Breakdown {
+    /// What is left of the total: computing (and waits nothing timed).
+    pub fn compute_ns(&self) -> u64 {
+        self.total_ns.saturating_sub(
+            self.lock_wait_ns
+                + self.forced_sleep_ns
+                + self.commit_wait_ns
+                + self.replay_ns
+                + self.write_ns
+                + self.sync_ns,
+        )
+    }
+
+    fn add(&mut self, o: &Breakdown) {
+        self.lock_wait_ns += o.lock_wait_ns;
+        self.forced_sleep_ns += o.forced_sleep_ns;
+        self.commit_wait_ns += o.commit_wait_ns;
+        self.replay_ns += o.replay_ns;
+        self.write_ns += o.write_ns;
+        self.sync_ns += o.sync_ns;
+        self.total_ns += o.total_ns;
+    }
 }
 
 fn rusage() -> (Duration, Duration) {
@@ -485,7 +558,9 @@ pub fn run_one(
     let threads = w.threads.len();
     let barrier = Barrier::new(threads + 1);
     let engine_ref = &*engine;
-    type ThreadOut = Result<(Histogram<u64>, u64, u64), BenchError>;
+    type ThreadOut = Result<Driven, BenchError>;
+    let afuw = spec.protocol() == Some(Protocol::TwoVto);
+    let mut protocol_start = Vec::new();
     let mut start = (
         IoSnapshot::default(),
         None,
@@ -494,6 +569,7 @@ pub fn run_one(
     let mut end = start;
     let mut elapsed = Duration::ZERO;
     let mut sizes = (0, 0);
+    let mut protocol_end = Vec::new();
     let outs: Vec<ThreadOut> = std::thread::scope(|s| {
         let handles: Vec<_> = w
             .threads
@@ -506,7 +582,7 @@ pub fn run_one(
                     barrier.wait(); // A: every worker is ready
                     barrier.wait(); // B: counters are read, go
                     let r = match worker {
-                        Ok(mut wk) => drive(&mut *wk, txns, &pb),
+                        Ok(mut wk) => drive(&mut *wk, txns, &pb, afuw),
                         Err(e) => Err(e),
                     };
                     barrier.wait(); // C: done
@@ -516,6 +592,7 @@ pub fn run_one(
             })
             .collect();
         barrier.wait(); // A
+        protocol_start = engine_ref.protocol_counters();
         start = (
             engine_ref.io(),
             env.blockdev.as_ref().and_then(|b| b.snapshot()),
@@ -531,6 +608,7 @@ pub fn run_one(
             rusage(),
         );
         sizes = file_sizes(&dir);
+        protocol_end = engine_ref.protocol_counters();
         barrier.wait(); // D
         handles
             .into_iter()
@@ -542,22 +620,52 @@ pub fn run_one(
     });
     pb.finish_and_clear();
     let mut latency = Histogram::<u64>::new(3).map_err(|e| BenchError::Msg(e.to_string()))?;
-    let (mut aborts, mut retried) = (0, 0);
+    let mut d = Driven::default();
+    let mut missed = Vec::with_capacity(outs.len());
     for o in outs {
-        let (h, a, r) = o?;
+        let o = o?;
         latency
-            .add(&h)
+            .add(&o.latency)
             .map_err(|e| BenchError::Msg(e.to_string()))?;
-        aborts += a;
-        retried += r;
+        d.aborts += o.aborts;
+        d.conflicts += o.conflicts;
+        d.retried += o.retried;
+        d.max_aborts = d.max_aborts.max(o.max_aborts);
+        d.breakdown.add(&o.breakdown);
+        missed.push(o.missed);
     }
-    if let Some(counts) = engine.row_counts(w)? {
-        if counts != w.expected_rows {
+    let protocol: Vec<(String, u64)> = protocol_end
+        .iter()
+        .map(|(k, v)| {
+            let before = protocol_start
+                .iter()
+                .find(|(a, _)| a == k)
+                .map_or(0, |x| x.1);
+            let v = if k.starts_with("max_") {
+                *v
+            } else {
+                v.saturating_sub(before)
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    if afuw {
+        // AFUW's promise, checked on the engine's own counters too.
+        let get = |name: &str| protocol.iter().find(|(k, _)| k == name).map_or(0, |x| x.1);
+        if get("second_aborts") > 0 || get("max_aborts_per_txn") > 1 {
             return Err(BenchError::Msg(format!(
-                "{}: tables hold {counts:?} rows after the run, the workload expects {:?}",
-                spec.label, w.expected_rows
+                "{}: 2VTO/AFUW let a transaction abort more than once ({protocol:?})",
+                spec.label
             )));
         }
+    }
+    let verified = verify::check(engine_ref, &spec.label, w, &missed)?;
+    let integrity = engine.integrity()?;
+    if let Some(i) = integrity.as_deref().filter(|i| *i != "ok") {
+        return Err(BenchError::Msg(format!(
+            "{}: integrity check after the run: {i}",
+            spec.label
+        )));
     }
     let settings = engine.settings();
     engine.close()?;
@@ -580,49 +688,120 @@ pub fn run_one(
         aux_bytes: sizes.1,
         user_cpu: end.2 .0.saturating_sub(start.2 .0),
         sys_cpu: end.2 .1.saturating_sub(start.2 .1),
-        aborts,
-        retried_txns: retried,
+        aborts: d.aborts,
+        conflicts: d.conflicts,
+        retried_txns: d.retried,
+        max_aborts_per_txn: d.max_aborts,
+        breakdown: d.breakdown,
+        verified,
+        integrity,
+        protocol,
     })
 }
 
-/// One thread's measured loop: returns its latency histogram, aborted
-/// attempts and retried transactions.
+/// What one thread's measured loop returns.
+struct Driven {
+    latency: Histogram<u64>,
+    aborts: u64,
+    conflicts: u64,
+    retried: u64,
+    max_aborts: u64,
+    breakdown: Breakdown,
+    /// Each transaction's miss mask ([`engines::Worker::run`]).
+    missed: Vec<u32>,
+}
+
+impl Default for Driven {
+    fn default() -> Self {
+        Driven {
+            latency: Histogram::new(3).expect("3 significant digits is valid"),
+            aborts: 0,
+            conflicts: 0,
+            retried: 0,
+            max_aborts: 0,
+            breakdown: Breakdown::default(),
+            missed: Vec::new(),
+        }
+    }
+}
+
+/// The backoff before a replay, doubling from this (as `Db::write`)...
+const BACKOFF_START: Duration = Duration::from_micros(20);
+/// ...up to this.
+const BACKOFF_MAX: Duration = Duration::from_millis(5);
+
+/// One thread's measured loop. A transaction that fails with a conflict or
+/// a busy lock was rolled back; it is replayed on the same thread after a
+/// backoff, as `Db::write` replays (twinpage's 2VTO ties the replay to its
+/// aborted transaction through the thread). With `afuw` (2VTO's AFUW) a
+/// second abort of one write transaction ends the run: the protocol
+/// promises at most one.
 fn drive(
     wk: &mut dyn engines::Worker,
     txns: &[workload::Txn],
     pb: &ProgressBar,
-) -> Result<(Histogram<u64>, u64, u64), BenchError> {
-    let mut h = Histogram::<u64>::new(3).map_err(|e| BenchError::Msg(e.to_string()))?;
-    let (mut aborts, mut retried) = (0u64, 0u64);
+    afuw: bool,
+) -> Result<Driven, BenchError> {
+    let mut d = Driven::default();
+    d.missed.reserve(txns.len());
     for (i, txn) in txns.iter().enumerate() {
         let t0 = Instant::now();
         let mut attempts = 0u32;
+        let mut backoff = BACKOFF_START;
         loop {
-            match wk.run(txn) {
-                Ok(()) => break,
-                Err(TxnError::Busy(m)) => {
-                    aborts += 1;
-                    attempts += 1;
-                    if attempts == 1 {
-                        retried += 1;
-                    }
-                    if attempts >= MAX_RETRIES {
-                        return Err(BenchError::Msg(format!(
-                            "transaction still busy after {MAX_RETRIES} retries: {m}"
-                        )));
-                    }
-                    std::thread::yield_now();
+            let a0 = Instant::now();
+            let c0 = timers::thread_times();
+            let why = match wk.run(txn) {
+                Ok(m) => {
+                    let c = timers::thread_times() - c0;
+                    let b = &mut d.breakdown;
+                    b.lock_wait_ns += c.lock_wait_ns;
+                    b.forced_sleep_ns += c.forced_sleep_ns;
+                    b.commit_wait_ns += c.commit_wait_ns;
+                    b.write_ns += c.write_ns;
+                    b.sync_ns += c.sync_ns;
+                    b.replay_ns += (a0 - t0).as_nanos() as u64;
+                    d.missed.push(m);
+                    break;
+                }
+                Err(TxnError::Busy(m)) => m,
+                Err(TxnError::Conflict(m)) => {
+                    d.conflicts += 1;
+                    m
                 }
                 Err(TxnError::Fatal(e)) => return Err(e),
+            };
+            d.aborts += 1;
+            attempts += 1;
+            if attempts == 1 {
+                d.retried += 1;
             }
+            // AFUW bounds write transactions; a reader whose snapshot two
+            // commits overwrote retries as often as that happens.
+            if afuw && attempts > 1 && txn.writes() {
+                return Err(BenchError::Msg(format!(
+                    "2VTO/AFUW: a transaction aborted a second time ({why})"
+                )));
+            }
+            if attempts >= MAX_RETRIES {
+                return Err(BenchError::Msg(format!(
+                    "transaction still failing after {MAX_RETRIES} retries: {why}"
+                )));
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
-        h.record(t0.elapsed().as_nanos() as u64)
+        d.max_aborts = d.max_aborts.max(u64::from(attempts));
+        let total = t0.elapsed().as_nanos() as u64;
+        d.breakdown.total_ns += total;
+        d.latency
+            .record(total)
             .map_err(|e| BenchError::Msg(e.to_string()))?;
         if i % 16 == 15 {
             pb.inc(16);
         }
     }
-    Ok((h, aborts, retried))
+    Ok(d)
 }
 
 /// Parse the `--engine` list (or the default one).
@@ -787,6 +966,8 @@ pub fn run_mobibench(a: &MobibenchArgs) -> Result<(), BenchError> {
         zipf_s: a.zipf_s,
         tables: a.tables,
         threads: a.threads,
+        keys: a.keys,
+        prefill_order: a.prefill_order,
         seed: a.seed,
     };
     let w = Workload::generate(&spec)?;
@@ -794,13 +975,13 @@ pub fn run_mobibench(a: &MobibenchArgs) -> Result<(), BenchError> {
     let desc = vec![(
         "workload".to_string(),
         format!(
-            "{}{}; {} txns x {} op(s) after a pre-fill of {} rows/table; {}-byte Value; {} keys{}; {} table(s); {} thread(s); seed {}; {} round(s)",
+            "{}{}; {} txns x {} op(s) after a pre-fill of {} rows/table ({:?} order); {}-byte Value; {} keys{}, {:?} between threads; {} table(s); {} thread(s); seed {}; {} round(s)",
             a.op,
-            if a.op == Operation::Mix { format!(" (write ratio {})", a.write_ratio) } else { String::new() },
-            a.txns, a.ops_per_txn, a.prefill, a.record_size,
+            if matches!(a.op, Operation::Mix | Operation::SelectUpdate) { format!(" (write ratio {})", a.write_ratio) } else { String::new() },
+            a.txns, a.ops_per_txn, a.prefill, a.prefill_order, a.record_size,
             match a.dist { KeyDist::Uniform => "uniform", KeyDist::Zipf => "zipf" },
             if a.dist == KeyDist::Zipf { format!(" (s={})", a.zipf_s) } else { String::new() },
-            a.tables, a.threads, a.seed, a.repeat.max(1)
+            a.keys, a.tables, a.threads, a.seed, a.repeat.max(1)
         ),
     )];
     print_header("twinpage bench mobibench", &mut env, &desc);
@@ -813,6 +994,32 @@ pub fn run_mobibench(a: &MobibenchArgs) -> Result<(), BenchError> {
     finish(&summaries, &mut env, &a.report, settings)
 }
 
+/// A scratch directory for tests: tmpfs when available.
+#[cfg(test)]
+pub(crate) fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).expect("tempdir in /dev/shm")
+    } else {
+        tempfile::tempdir().expect("tempdir")
+    }
+}
+
+/// A scratch directory for tests (tmpfs when available: syncs are free
+/// there, so tests are fast and cover the "no block device" path) and a
+/// benchmark environment in it that does not isolate runs.
+#[cfg(test)]
+pub(crate) fn scratch_env() -> (tempfile::TempDir, Env) {
+    let tmp = scratch_dir();
+    let env = Env::new(&EnvArgs {
+        dir: Some(tmp.path().to_path_buf()),
+        no_isolate: true,
+        ..EnvArgs::default()
+    })
+    .expect("environment in a temporary directory");
+    (tmp, env)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -820,20 +1027,7 @@ mod tests {
     /// A tiny run of every default engine on a temp dir (CI runs this).
     #[test]
     fn smoke_run() {
-        // tmpfs when available: syncs are free there, so the test is fast
-        // and also covers the "no block device" path.
-        let shm = Path::new("/dev/shm");
-        let tmp = if shm.is_dir() {
-            tempfile::tempdir_in(shm).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
-        let env = Env::new(&EnvArgs {
-            dir: Some(tmp.path().to_path_buf()),
-            no_isolate: true,
-            ..EnvArgs::default()
-        })
-        .unwrap();
+        let (_tmp, env) = scratch_env();
         let specs = engine_specs(&[]).unwrap();
         let mut workloads = Vec::new();
         for (op, ops) in [
@@ -871,6 +1065,70 @@ mod tests {
         assert_eq!(v["runs"].as_array().unwrap().len(), s.len());
         assert!(v["runs"][0]["txn_per_sec"].as_f64().unwrap() > 0.0);
         report::print_tables(&s, "sqlite:wal");
+    }
+
+    /// Shared keys: threads conflict, every protocol replays, and the
+    /// per-key model checks what each engine holds at the end.
+    #[test]
+    fn shared_keys_run() {
+        let (_tmp, env) = scratch_env();
+        let list: Vec<String> = [
+            "twinpage:wal",
+            "twinpage:wal,concurrency=begin-concurrent",
+            "twinpage:wal,concurrency=page-lock",
+            "twinpage:ips,concurrency=2vto",
+            "twinpage:ips,concurrency=2vto-fuw",
+            "twinpage:dhl-cc,concurrency=2vto",
+            "twinpage:off",
+            "sqlite:wal",
+            "redb",
+            "lmdb",
+            "floor",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let specs = engine_specs(&list).unwrap();
+        let mut workloads = Vec::new();
+        for (op, ops, dist) in [
+            (Operation::SelectUpdate, 1, KeyDist::Zipf),
+            (Operation::SelectUpdate, 3, KeyDist::Uniform),
+            (Operation::Mix, 2, KeyDist::Zipf),
+        ] {
+            workloads.push(
+                Workload::generate(&WorkloadSpec {
+                    op,
+                    write_ratio: 0.5,
+                    txns: 200,
+                    prefill: 60,
+                    ops_per_txn: ops,
+                    dist,
+                    zipf_s: 1.0,
+                    threads: 4,
+                    keys: KeySharing::Shared,
+                    prefill_order: PrefillOrder::Random,
+                    ..WorkloadSpec::default()
+                })
+                .unwrap(),
+            );
+        }
+        assert!(workloads[2].may_miss && !workloads[0].may_miss);
+        let s = run_matrix(&env, &specs, &workloads, 1).unwrap();
+        for x in &s {
+            assert_eq!(x.txns, 200, "{}", x.engine);
+            if x.engine == "floor" {
+                assert_eq!(x.verified.how, "none (no rows)");
+                continue;
+            }
+            assert_eq!(x.verified.how, "per-key model", "{}", x.engine);
+            if x.engine.contains("2vto") && !x.engine.contains("fuw") {
+                assert!(x.max_aborts_per_txn <= 1, "{}", x.engine);
+            }
+            let b = &x.breakdown;
+            assert!(b.total > 0.0 && b.compute <= b.total, "{} {b:?}", x.engine);
+        }
+        report::print_tables(&s, "sqlite:wal");
+        report::print_settings(&s);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Results: the aligned table on stdout, the JSON file and the chart.
 //! Field names of the JSON are documented in docs/BENCH.md.
 
+use super::verify::Verified;
 use super::{BenchError, RunResult};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -33,6 +34,63 @@ pub struct Round {
     pub block: Option<BlockFigures>,
     /// Syscall-level I/O.
     pub io: IoSnapshot,
+    /// Attempts rolled back.
+    pub aborts: u64,
+    /// Where the time went, µs per transaction.
+    pub breakdown: BreakdownUs,
+}
+
+/// Mean µs per committed transaction by what it was spent on (see
+/// [`super::Breakdown`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BreakdownUs {
+    /// Waiting for locks.
+    pub lock_wait: f64,
+    /// 2VTO's forced sleep before a replay.
+    pub forced_sleep: f64,
+    /// 2VTO's wait for the commit turn.
+    pub commit_wait: f64,
+    /// Rolled-back attempts and the backoff before their replays.
+    pub replay: f64,
+    /// The rest.
+    pub compute: f64,
+    /// `pwrite`.
+    pub write: f64,
+    /// `fdatasync`/`fsync`.
+    pub sync: f64,
+    /// The whole latency (the mean).
+    pub total: f64,
+}
+
+impl BreakdownUs {
+    fn of(r: &RunResult) -> BreakdownUs {
+        let n = r.txns.max(1) as f64 * 1000.0;
+        let b = &r.breakdown;
+        BreakdownUs {
+            lock_wait: b.lock_wait_ns as f64 / n,
+            forced_sleep: b.forced_sleep_ns as f64 / n,
+            commit_wait: b.commit_wait_ns as f64 / n,
+            replay: b.replay_ns as f64 / n,
+            compute: b.compute_ns() as f64 / n,
+            write: b.write_ns as f64 / n,
+            sync: b.sync_ns as f64 / n,
+            total: b.total_ns as f64 / n,
+        }
+    }
+
+    /// The fields by name, for the JSON and the tables.
+    pub fn fields(&self) -> [(&'static str, f64); 8] {
+        [
+            ("lock_wait", self.lock_wait),
+            ("forced_sleep", self.forced_sleep),
+            ("commit_wait", self.commit_wait),
+            ("replay", self.replay),
+            ("compute", self.compute),
+            ("write", self.write),
+            ("sync", self.sync),
+            ("total", self.total),
+        ]
+    }
 }
 
 /// One engine on one workload, summarised over its rounds: timings are
@@ -80,10 +138,23 @@ pub struct Summary {
     pub user_cpu_us_per_txn: f64,
     /// System CPU µs per transaction (median).
     pub sys_cpu_us_per_txn: f64,
-    /// Aborted attempts (lock conflicts), summed over rounds.
+    /// Aborted attempts (conflicts and busy locks), summed over rounds.
     pub aborts: u64,
+    /// Of those, refused by the concurrency protocol, summed over rounds.
+    pub conflicts: u64,
     /// Transactions that were retried, summed over rounds.
     pub retried_txns: u64,
+    /// The most attempts one transaction lost, over all rounds.
+    pub max_aborts_per_txn: u64,
+    /// Where the time went (medians over rounds of the per-transaction
+    /// means).
+    pub breakdown: BreakdownUs,
+    /// What the check after the first round compared.
+    pub verified: Verified,
+    /// The engine's integrity check after the first round.
+    pub integrity: Option<String>,
+    /// The protocol's counters, summed over rounds (`max_*`: the maximum).
+    pub protocol: Vec<(String, u64)>,
     /// Per-round figures.
     pub rounds: Vec<Round>,
 }
@@ -130,8 +201,31 @@ impl Summary {
                 p99_us: us(r.latency.value_at_quantile(0.99)),
                 block: block_of(r),
                 io: r.io,
+                aborts: r.aborts,
+                breakdown: BreakdownUs::of(r),
             })
             .collect();
+        let mb = |f: &dyn Fn(&BreakdownUs) -> f64| {
+            median(rounds.iter().map(|r| f(&r.breakdown)).collect())
+        };
+        let breakdown = BreakdownUs {
+            lock_wait: mb(&|b| b.lock_wait),
+            forced_sleep: mb(&|b| b.forced_sleep),
+            commit_wait: mb(&|b| b.commit_wait),
+            replay: mb(&|b| b.replay),
+            compute: mb(&|b| b.compute),
+            write: mb(&|b| b.write),
+            sync: mb(&|b| b.sync),
+            total: mb(&|b| b.total),
+        };
+        let mut protocol: Vec<(String, u64)> = Vec::new();
+        for (k, v) in runs.iter().flat_map(|r| &r.protocol) {
+            match protocol.iter_mut().find(|(a, _)| a == k) {
+                Some(e) if k.starts_with("max_") => e.1 = e.1.max(*v),
+                Some(e) => e.1 += v,
+                None => protocol.push((k.clone(), *v)),
+            }
+        }
         let block = if runs.iter().all(|r| r.block.is_some()) {
             let b: Vec<BlockFigures> = runs.iter().filter_map(block_of).collect();
             Some(BlockFigures {
@@ -164,9 +258,25 @@ impl Summary {
             user_cpu_us_per_txn: m(&|r| r.user_cpu.as_secs_f64() * 1e6 / n),
             sys_cpu_us_per_txn: m(&|r| r.sys_cpu.as_secs_f64() * 1e6 / n),
             aborts: runs.iter().map(|r| r.aborts).sum(),
+            conflicts: runs.iter().map(|r| r.conflicts).sum(),
             retried_txns: runs.iter().map(|r| r.retried_txns).sum(),
+            max_aborts_per_txn: runs.iter().map(|r| r.max_aborts_per_txn).max().unwrap_or(0),
+            breakdown,
+            verified: first.verified.clone(),
+            integrity: first.integrity.clone(),
+            protocol,
             rounds,
         }
+    }
+
+    /// Aborted attempts per committed transaction, over every round.
+    pub fn aborts_per_txn(&self) -> f64 {
+        self.aborts as f64 / (self.txns.max(1) as f64 * self.rounds.len().max(1) as f64)
+    }
+
+    /// Transactions that needed a retry, as a fraction, over every round.
+    pub fn retried_ratio(&self) -> f64 {
+        self.retried_txns as f64 / (self.txns.max(1) as f64 * self.rounds.len().max(1) as f64)
     }
 
     fn per_txn(&self, v: u64) -> f64 {
@@ -309,6 +419,41 @@ pub fn print_tables(s: &[Summary], baseline: &str) {
                 if r.io_identical { "" } else { "  (I/O counts differed between rounds)" }
             );
         }
+        println!(
+            "{:<w$} {:>7} {:>5} {:>7} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} = {:>8}",
+            "per committed txn",
+            "aborts",
+            "max",
+            "retried",
+            "fdsync",
+            "lock us",
+            "sleep us",
+            "turn us",
+            "replay",
+            "compute",
+            "write us",
+            "sync us",
+            "mean us"
+        );
+        for r in &rows {
+            let b = &r.breakdown;
+            println!(
+                "{:<w$} {:>7.4} {:>5} {:>6.2}% {:>6.2} | {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} = {:>8.1}",
+                r.engine,
+                r.aborts_per_txn(),
+                r.max_aborts_per_txn,
+                r.retried_ratio() * 100.0,
+                r.per_txn(r.io.fdatasync + r.io.fsync),
+                b.lock_wait,
+                b.forced_sleep,
+                b.commit_wait,
+                b.replay,
+                b.compute,
+                b.write,
+                b.sync,
+                b.total,
+            );
+        }
     }
 }
 
@@ -371,6 +516,25 @@ pub fn print_settings(s: &[Summary]) {
         let kv: Vec<String> = x.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("{}: {}", x.engine, kv.join(", "));
     }
+    println!();
+    println!(
+        "== after each run: contents checked against the workload's model, integrity check =="
+    );
+    for x in s {
+        println!(
+            "{} {}: {}, rows {:?}{}, integrity {}",
+            x.workload,
+            x.engine,
+            x.verified.how,
+            x.verified.rows,
+            if x.verified.misses > 0 {
+                format!(", {} operation(s) missed their row", x.verified.misses)
+            } else {
+                String::new()
+            },
+            x.integrity.as_deref().unwrap_or("n/a (no check)")
+        );
+    }
 }
 
 fn num(v: f64) -> Value {
@@ -380,6 +544,15 @@ fn num(v: f64) -> Value {
     } else {
         Value::Null
     }
+}
+
+fn breakdown_json(b: &BreakdownUs) -> Value {
+    Value::Object(
+        b.fields()
+            .iter()
+            .map(|(k, v)| (k.to_string(), num(*v)))
+            .collect(),
+    )
 }
 
 fn io_json(io: &IoSnapshot) -> Value {
@@ -418,6 +591,8 @@ pub fn summary_json(x: &Summary, base: Option<&Summary>) -> Value {
                 "p99_us": num(r.p99_us),
                 "block_write_reqs_per_txn": r.block.map(|b| num(b.write_reqs_per_txn)),
                 "block_kib_per_txn": r.block.map(|b| num(b.kib_per_txn)),
+                "aborts": r.aborts,
+                "latency_breakdown_us": breakdown_json(&r.breakdown),
                 "io_totals": io_json(&r.io),
             })
         })
@@ -467,7 +642,31 @@ pub fn summary_json(x: &Summary, base: Option<&Summary>) -> Value {
         ("user_cpu_us_per_txn", num(x.user_cpu_us_per_txn)),
         ("sys_cpu_us_per_txn", num(x.sys_cpu_us_per_txn)),
         ("aborts", json!(x.aborts)),
+        ("aborts_per_txn", num(x.aborts_per_txn())),
+        ("max_aborts_per_txn", json!(x.max_aborts_per_txn)),
+        ("conflict_aborts", json!(x.conflicts)),
+        ("busy_aborts", json!(x.aborts - x.conflicts)),
         ("retried_txns", json!(x.retried_txns)),
+        ("retried_ratio", num(x.retried_ratio())),
+        ("latency_breakdown_us", breakdown_json(&x.breakdown)),
+        (
+            "protocol_counters",
+            Value::Object(
+                x.protocol
+                    .iter()
+                    .map(|(k, v)| (k.clone(), json!(v)))
+                    .collect(),
+            ),
+        ),
+        (
+            "verified",
+            json!({
+                "how": x.verified.how,
+                "rows": x.verified.rows,
+                "missed_ops": x.verified.misses,
+                "integrity": x.integrity,
+            }),
+        ),
         ("io_identical_across_rounds", json!(x.io_identical)),
         ("io_totals", io_json(&x.io)),
         ("settings", Value::Object(settings)),

@@ -3,9 +3,15 @@
 //! every engine sees the same keys, values and transaction boundaries.
 //!
 //! Shape (Mobibench's `tblMyList`): each row is an integer key, a `Value`
-//! of `record_size` printable bytes and a 19-byte `creation_date`. Threads
-//! own disjoint key ranges ([`THREAD_KEY_STRIDE`] apart) in every table, so
-//! any interleaving of the threads ends in the same database contents.
+//! of `record_size` printable bytes and a 19-byte `creation_date`.
+//!
+//! Keys ([`KeySharing`]): by default threads own disjoint key ranges
+//! ([`THREAD_KEY_STRIDE`] apart) in every table, so any interleaving of the
+//! threads ends in the same database contents. With shared keys (the IPS
+//! paper's multi-threaded Mobibench, \[IPS\] §5.3) every thread picks from
+//! the same rows and the same popularity order, so transactions conflict;
+//! the streams are generated round robin over the threads, and inserts take
+//! the next key of one counter per table.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -41,6 +47,9 @@ pub enum Operation {
     /// Reads and writes: each operation is a write with probability
     /// `write_ratio`; writes are insert, update or delete with equal odds.
     Mix,
+    /// \[IPS\] §5.3's concurrent Mobibench: each operation is an UPDATE
+    /// with probability `write_ratio`, else a point SELECT.
+    SelectUpdate,
 }
 
 impl fmt::Display for Operation {
@@ -52,6 +61,7 @@ impl fmt::Display for Operation {
             Operation::Select => "select",
             Operation::Scan => "scan",
             Operation::Mix => "mix",
+            Operation::SelectUpdate => "select-update",
         })
     }
 }
@@ -65,6 +75,27 @@ pub enum KeyDist {
     /// Zipf over the live keys (in a random but fixed order) with skew
     /// `zipf_s`.
     Zipf,
+}
+
+/// Whether threads work on their own rows or on the same ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeySharing {
+    /// Each thread owns a key range: no two transactions touch one row.
+    Disjoint,
+    /// Every thread picks from the same rows: transactions conflict.
+    Shared,
+}
+
+/// The order the pre-fill rows are loaded in (one transaction either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefillOrder {
+    /// Ascending keys (Mobibench's auto-increment): full leaves.
+    Sequential,
+    /// The same keys in a random order: leaves about two-thirds full, as
+    /// inserts of random keys leave a B-tree.
+    Random,
 }
 
 /// Everything that determines the operation stream.
@@ -90,6 +121,10 @@ pub struct WorkloadSpec {
     pub tables: u32,
     /// Number of threads.
     pub threads: u32,
+    /// Disjoint or shared keys.
+    pub keys: KeySharing,
+    /// Order of the pre-fill.
+    pub prefill_order: PrefillOrder,
     /// Random seed.
     pub seed: u64,
 }
@@ -107,6 +142,8 @@ impl Default for WorkloadSpec {
             zipf_s: 0.99,
             tables: 1,
             threads: 1,
+            keys: KeySharing::Disjoint,
+            prefill_order: PrefillOrder::Sequential,
             seed: 1,
         }
     }
@@ -188,8 +225,14 @@ pub struct Workload {
     pub prefill: Vec<Op>,
     /// The measured transactions of each thread.
     pub threads: Vec<Vec<Txn>>,
-    /// Rows each table holds after the whole workload.
+    /// Rows each table holds after the whole workload (when no operation
+    /// can miss its row: see [`Workload::may_miss`]).
     pub expected_rows: Vec<u64>,
+    /// With shared keys and deletes or inserts beside other operations, an
+    /// update, delete or read may find its row gone (another thread deleted
+    /// it) or not there yet: engines report such a miss instead of
+    /// failing, and the check at the end uses the reported outcomes.
+    pub may_miss: bool,
 }
 
 /// Why a spec cannot be generated.
@@ -281,18 +324,24 @@ impl Workload {
         }
         let threads = spec.threads as usize;
         let tables = spec.tables as usize;
+        let shared = spec.keys == KeySharing::Shared;
         let mut g = Gen {
             rng: StdRng::seed_from_u64(spec.seed),
             record_size: spec.record_size,
             clock: 0,
         };
-        // parts[table][thread]
+        // parts[table][owner]: one owner per thread, or one for all of them.
+        let owners = if shared { 1 } else { threads };
         let mut parts: Vec<Vec<Partition>> = Vec::with_capacity(tables);
         let mut prefill = Vec::new();
         for table in 0..tables {
-            let mut row = Vec::with_capacity(threads);
-            for t in 0..threads {
-                let n = share(spec.prefill, spec.threads, t) as i64;
+            let mut row = Vec::with_capacity(owners);
+            for t in 0..owners {
+                let n = if shared {
+                    spec.prefill
+                } else {
+                    share(spec.prefill, spec.threads, t)
+                } as i64;
                 let base = t as i64 * THREAD_KEY_STRIDE;
                 let mut live = Vec::with_capacity(n as usize);
                 for k in base..base + n {
@@ -314,75 +363,105 @@ impl Workload {
             }
             parts.push(row);
         }
-        let mut out_threads = Vec::with_capacity(threads);
-        for (t, n) in (0..threads).map(|t| (t, share(spec.txns, spec.threads, t))) {
-            let mut txns = Vec::with_capacity(n as usize);
-            for _ in 0..n {
-                let mut ops = Vec::with_capacity(spec.ops_per_txn as usize);
-                for _ in 0..spec.ops_per_txn {
-                    let table = if tables > 1 {
-                        g.rng.random_range(0..tables)
-                    } else {
-                        0
-                    };
-                    let action = pick_action(spec, &mut g.rng, parts[table][t].live.is_empty());
-                    let part = &mut parts[table][t];
-                    let op = match action {
-                        Action::Insert => {
-                            let key = part.next_key;
-                            part.next_key += 1;
-                            part.live.push(key);
-                            Op {
-                                action,
-                                table: table as u32,
-                                key,
-                                payload: g.payload(),
-                            }
+        if spec.prefill_order == PrefillOrder::Random {
+            shuffle(&mut prefill, &mut g.rng);
+        }
+        let counts: Vec<u64> = (0..threads)
+            .map(|t| share(spec.txns, spec.threads, t))
+            .collect();
+        let mut out_threads: Vec<Vec<Txn>> = counts
+            .iter()
+            .map(|&n| Vec::with_capacity(n as usize))
+            .collect();
+        // Disjoint keys: thread by thread. Shared keys: round robin, so the
+        // threads' streams interleave in the one key space as they will
+        // when run.
+        let order: Vec<usize> = if shared {
+            let rounds = counts.iter().copied().max().unwrap_or(0);
+            let counts = &counts;
+            (0..rounds)
+                .flat_map(|r| (0..threads).filter(move |&t| r < counts[t]))
+                .collect()
+        } else {
+            (0..threads)
+                .flat_map(|t| std::iter::repeat_n(t, counts[t] as usize))
+                .collect()
+        };
+        for t in order {
+            let owner = if shared { 0 } else { t };
+            let mut ops = Vec::with_capacity(spec.ops_per_txn as usize);
+            for _ in 0..spec.ops_per_txn {
+                let table = if tables > 1 {
+                    g.rng.random_range(0..tables)
+                } else {
+                    0
+                };
+                let action = pick_action(spec, &mut g.rng, parts[table][owner].live.is_empty());
+                let part = &mut parts[table][owner];
+                let op = match action {
+                    Action::Insert => {
+                        let key = part.next_key;
+                        part.next_key += 1;
+                        part.live.push(key);
+                        Op {
+                            action,
+                            table: table as u32,
+                            key,
+                            payload: g.payload(),
                         }
-                        _ => {
-                            if part.live.is_empty() {
-                                return Err(SpecError(format!(
-                                    "{} ran out of rows: each thread's share of the pre-fill (prefill / threads per table) must cover its {}",
-                                    spec.op, action_name(action)
-                                )));
-                            }
-                            let idx = pick_index(spec, &mut g.rng, part.live.len())?;
-                            let key = if action == Action::Delete {
-                                // remove (not swap_remove) keeps the rank
-                                // order of the remaining keys.
-                                part.live.remove(idx)
-                            } else {
-                                part.live[idx]
-                            };
-                            let payload = if action == Action::Update {
-                                g.payload()
-                            } else {
-                                Vec::new()
-                            };
-                            Op {
-                                action,
-                                table: table as u32,
-                                key,
-                                payload,
-                            }
+                    }
+                    _ => {
+                        if part.live.is_empty() {
+                            return Err(SpecError(format!(
+                                "{} ran out of rows: {} must cover its {}",
+                                spec.op,
+                                if shared {
+                                    "the pre-fill (rows per table)"
+                                } else {
+                                    "each thread's share of the pre-fill (prefill / threads per table)"
+                                },
+                                action_name(action)
+                            )));
                         }
-                    };
-                    ops.push(op);
-                }
-                txns.push(Txn { ops });
+                        let idx = pick_index(spec, &mut g.rng, part.live.len())?;
+                        let key = if action == Action::Delete {
+                            // remove (not swap_remove) keeps the rank
+                            // order of the remaining keys.
+                            part.live.remove(idx)
+                        } else {
+                            part.live[idx]
+                        };
+                        let payload = if action == Action::Update {
+                            g.payload()
+                        } else {
+                            Vec::new()
+                        };
+                        Op {
+                            action,
+                            table: table as u32,
+                            key,
+                            payload,
+                        }
+                    }
+                };
+                ops.push(op);
             }
-            out_threads.push(txns);
+            out_threads[t].push(Txn { ops });
         }
         let expected_rows = parts
             .iter()
             .map(|row| row.iter().map(|p| p.live.len() as u64).sum())
             .collect();
+        // A row can be missing only if one thread's insert or delete can
+        // race another thread's operation on the same key.
+        let may_miss = shared && threads > 1 && spec.op == Operation::Mix;
         Ok(Workload {
             spec: spec.clone(),
             tables: (0..spec.tables).map(table_name).collect(),
             prefill,
             threads: out_threads,
             expected_rows,
+            may_miss,
         })
     }
 
@@ -417,7 +496,7 @@ fn share(total: u64, threads: u32, t: usize) -> u64 {
     total / threads + u64::from((t as u64) < total % threads)
 }
 
-fn shuffle(v: &mut [i64], rng: &mut StdRng) {
+fn shuffle<T>(v: &mut [T], rng: &mut StdRng) {
     for i in (1..v.len()).rev() {
         let j = rng.random_range(0..=i);
         v.swap(i, j);
@@ -431,6 +510,15 @@ fn pick_action(spec: &WorkloadSpec, rng: &mut StdRng, empty: bool) -> Action {
         Operation::Delete => Action::Delete,
         Operation::Select => Action::Select,
         Operation::Scan => Action::Scan,
+        Operation::SelectUpdate => {
+            if empty {
+                Action::Insert
+            } else if rng.random_bool(spec.write_ratio) {
+                Action::Update
+            } else {
+                Action::Select
+            }
+        }
         Operation::Mix => {
             if rng.random_bool(spec.write_ratio) {
                 match rng.random_range(0..3) {
@@ -556,6 +644,62 @@ mod tests {
             let counts: Vec<u64> = model.iter().map(|m| m.len() as u64).collect();
             assert_eq!(counts, w.expected_rows, "{op}");
         }
+    }
+
+    /// Shared keys: every thread picks from the one pre-filled key space;
+    /// [IPS]'s workload is updates and point reads only, so no row can be
+    /// missing; a random pre-fill order loads the same rows.
+    #[test]
+    fn shared_keys_use_one_key_space() {
+        let s = WorkloadSpec {
+            op: Operation::SelectUpdate,
+            write_ratio: 0.2,
+            txns: 4000,
+            prefill: 500,
+            threads: 4,
+            keys: KeySharing::Shared,
+            dist: KeyDist::Zipf,
+            zipf_s: 1.0,
+            ..WorkloadSpec::default()
+        };
+        let w = Workload::generate(&s).unwrap();
+        assert!(!w.may_miss);
+        assert_eq!(w.expected_rows, vec![500]);
+        let mut writes = 0;
+        let mut per_thread_keys: Vec<HashSet<i64>> = vec![HashSet::new(); 4];
+        for (t, txns) in w.threads.iter().enumerate() {
+            assert_eq!(txns.len(), 1000);
+            for o in txns.iter().flat_map(|x| &x.ops) {
+                assert!((0..500).contains(&o.key));
+                assert!(matches!(o.action, Action::Update | Action::Select));
+                writes += usize::from(o.action == Action::Update);
+                per_thread_keys[t].insert(o.key);
+            }
+        }
+        assert!((600..1000).contains(&writes), "{writes} updates of 4000");
+        // The hot keys are the same for every thread.
+        let common = per_thread_keys[0]
+            .iter()
+            .filter(|k| per_thread_keys[1..].iter().all(|s| s.contains(k)))
+            .count();
+        assert!(common > 20, "{common} keys every thread used");
+        let r = Workload::generate(&WorkloadSpec {
+            prefill_order: PrefillOrder::Random,
+            ..s
+        })
+        .unwrap();
+        assert_ne!(r.prefill, w.prefill);
+        let mut a: Vec<i64> = r.prefill.iter().map(|o| o.key).collect();
+        a.sort_unstable();
+        assert_eq!(a, (0..500).collect::<Vec<_>>());
+        assert!(
+            Workload::generate(&WorkloadSpec {
+                op: Operation::Mix,
+                ..s
+            })
+            .unwrap()
+            .may_miss
+        );
     }
 
     #[test]

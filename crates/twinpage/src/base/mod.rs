@@ -11,6 +11,7 @@ pub mod order;
 pub mod pagesum;
 pub mod pgmap;
 pub mod sync;
+pub mod timers;
 
 pub use config::{Durability, Synchronous};
 pub use error::{Error, Pgno, Result, Tid};

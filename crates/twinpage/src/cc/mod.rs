@@ -15,6 +15,7 @@ pub mod twovto;
 pub mod wal;
 
 use crate::base::sync::{Condvar, Mutex};
+use crate::base::timers::{self, Timer};
 use crate::base::{Error, Pgno, Result, Tid};
 use std::str::FromStr;
 // Ids, not coordination: a plain atomic, also under a schedule explorer.
@@ -384,6 +385,16 @@ pub trait LockManager: Send + Sync {
     }
 }
 
+/// Adds the time since its start to this thread's lock-wait clock when
+/// dropped ([`crate::base::timers`]).
+pub(crate) struct WaitClock(pub(crate) Instant);
+
+impl Drop for WaitClock {
+    fn drop(&mut self) {
+        timers::add_since(Timer::LockWait, self.0);
+    }
+}
+
 #[derive(Default)]
 struct State {
     readers: usize,
@@ -414,8 +425,15 @@ impl SqliteLocks {
         mut ready: impl FnMut(&State) -> bool,
         mut take: impl FnMut(&mut State),
     ) -> Result<()> {
-        let deadline = Instant::now() + timeout;
         let mut st = self.st.lock();
+        if ready(&st) {
+            take(&mut st);
+            return Ok(());
+        }
+        // It has to wait: only now is the clock read.
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let _clock = WaitClock(start);
         loop {
             if ready(&st) {
                 take(&mut st);

@@ -37,6 +37,7 @@
 use super::{CommitCheck, LockManager, Profile, Txn};
 use crate::base::pgmap::PgnoMap;
 use crate::base::sync::{Condvar, Mutex};
+use crate::base::timers::{self, Timer};
 use crate::base::{Error, Pgno, Result, Tid};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -222,6 +223,7 @@ impl PageLocks {
             }
         };
         drop(t);
+        timers::add_since(Timer::LockWait, start);
         let mut s = self.stats.lock();
         s.waits += 1;
         s.wait_us += start.elapsed().as_micros() as u64;

@@ -53,6 +53,7 @@
 
 use super::{next_txn_id, CommitCheck, LockManager, Profile, Txn};
 use crate::base::sync::{thread_local, Condvar, Mutex, MutexGuard};
+use crate::base::timers::{self, Timer};
 use crate::base::{Error, Pgno, Result, Tid};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -270,6 +271,7 @@ impl LockManager for TwoVto {
             }
         }
         st.n.forced_sleep_ns += elapsed_ns(start);
+        timers::add_since(Timer::ForcedSleep, start);
         REPLAY.with(|r| r.set(Some((self.instance, aborts, ts))));
         Ok(())
     }
@@ -384,6 +386,7 @@ impl LockManager for TwoVto {
         }
         if waited {
             st.n.wound_wait_ns += elapsed_ns(start);
+            timers::add_since(Timer::LockWait, start);
         }
         // Step (2-1): a page committed after the snapshot.
         if page_tid > txn.snapshot {
@@ -419,6 +422,7 @@ impl LockManager for TwoVto {
             }
         }
         st.n.commit_wait_ns += elapsed_ns(start);
+        timers::add_since(Timer::CommitWait, start);
         Ok(())
     }
 

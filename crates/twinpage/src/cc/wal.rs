@@ -31,8 +31,10 @@ impl LockManager for WalLocks {
     fn end_read(&self) {}
 
     fn begin_write(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
         let mut busy = self.writer.lock();
+        // The clock runs only when the writer lock is taken.
+        let _clock = busy.then(|| super::WaitClock(Instant::now()));
+        let deadline = Instant::now() + timeout;
         while *busy {
             if self.cv.wait_until(&mut busy, deadline).timed_out() && *busy {
                 return Err(Error::Busy(format!(

@@ -26,8 +26,8 @@
 //!   +20 u32  free_offset: lowest record byte of the version
 //!   +24 u32  commit record: transaction size
 //!   +28 u32  commit record: page count after the commit
-//!   +32 u32  crc32c(pgno, +0..+32, TB of the version, slots 0..numSlots,
-//!            each live record in slot order)
+//!   +32 u32  crc32c(pgno, +0..+32, TB of the version, then for each live
+//!            slot in slot order its 2-byte entry and its record)
 //!   +36 u32  0
 //! 80..84   page checksum: crc32c(pgno, bytes 0..80, bytes 84..ps)
 //! 84       F: the version written last (0 or 1); 85..88 zero

@@ -86,6 +86,7 @@ pub use cache::{CachedPage, PageCache, ShardedCache};
 
 use crate::base::header::{seal_page1, verify_page1};
 use crate::base::pgmap::{PgnoMap, PgnoSet};
+use crate::base::timers::{self, Timer};
 use crate::base::{valid_page_size, Header, Synchronous, HEADER_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result, Tid, BYTEWISE};
 use crate::cc::{self, CommitCheck, LockManager, Profile, Protocol, Txn};
@@ -2247,7 +2248,13 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         }
         st.pgnos = Vec::new();
         locked?;
-        let mut guard = pager.commit_lock.lock();
+        // Another writer's commit holds it: time the wait (only then).
+        let mut guard = pager.commit_lock.try_lock().unwrap_or_else(|| {
+            let start = std::time::Instant::now();
+            let g = pager.commit_lock.lock();
+            timers::add_since(Timer::LockWait, start);
+            g
+        });
         // The newest commit put in order, which may not be installed yet
         // (P12): this one goes on top of it.
         let committed = guard.header;

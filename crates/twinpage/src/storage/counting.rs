@@ -2,6 +2,7 @@
 //! The counters are public API; the benchmark and the main job read them.
 
 use super::{FileLock, OpenFlags, Vfs, VfsFile};
+use crate::base::timers::{self, Timer};
 use crate::base::Result;
 use parking_lot::Mutex;
 use std::fmt;
@@ -245,12 +246,14 @@ impl Vfs for CountingVfs {
     }
 }
 
-/// Run `f`, adding the time it took to `ns`.
-fn timed<T>(ns: &AtomicU64, f: impl FnOnce() -> T) -> T {
+/// Run `f`, adding the time it took to `ns` and to this thread's clock
+/// `t` ([`timers`]).
+fn timed<T>(ns: &AtomicU64, t: Timer, f: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let r = f();
     let spent = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     ns.fetch_add(spent, Relaxed);
+    timers::add(t, spent);
     r
 }
 
@@ -278,21 +281,27 @@ impl VfsFile for CountingFile {
             .fetch_add(buf.len() as u64, Relaxed);
         self.counters
             .record(|| IoEvent::Write(self.path().to_path_buf(), offset, buf.len()));
-        timed(&self.counters.write_ns, || self.inner.write_at(buf, offset))
+        timed(&self.counters.write_ns, Timer::Write, || {
+            self.inner.write_at(buf, offset)
+        })
     }
 
     fn sync_data(&self) -> Result<()> {
         self.counters.fdatasync.fetch_add(1, Relaxed);
         self.counters
             .record(|| IoEvent::SyncData(self.path().to_path_buf()));
-        timed(&self.counters.sync_ns, || self.inner.sync_data())
+        timed(&self.counters.sync_ns, Timer::Sync, || {
+            self.inner.sync_data()
+        })
     }
 
     fn sync_all(&self) -> Result<()> {
         self.counters.fsync.fetch_add(1, Relaxed);
         self.counters
             .record(|| IoEvent::SyncAll(self.path().to_path_buf()));
-        timed(&self.counters.sync_ns, || self.inner.sync_all())
+        timed(&self.counters.sync_ns, Timer::Sync, || {
+            self.inner.sync_all()
+        })
     }
 
     fn set_len(&self, len: u64) -> Result<()> {

@@ -5,7 +5,7 @@
 
 use super::super::workload::{Txn, Workload};
 use super::super::BenchError;
-use super::{Engine, TxnError, Worker, DB_FILE};
+use super::{Engine, RowVisitor, TxnError, Worker, DB_FILE};
 use ::twinpage::storage::IoSnapshot;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -95,8 +95,8 @@ impl Engine for FloorEngine {
         }
     }
 
-    fn row_counts(&self, _w: &Workload) -> Result<Option<Vec<u64>>, BenchError> {
-        Ok(None)
+    fn visit(&self, _w: &Workload, _f: &mut RowVisitor<'_>) -> Result<bool, BenchError> {
+        Ok(false)
     }
 
     fn close(self: Box<Self>) -> Result<(), BenchError> {
@@ -110,7 +110,7 @@ struct FloorWorker<'a> {
 }
 
 impl Worker for FloorWorker<'_> {
-    fn run(&mut self, txn: &Txn) -> Result<(), TxnError> {
+    fn run(&mut self, txn: &Txn) -> Result<u32, TxnError> {
         // The page follows from the transaction's first key, so every run
         // writes the same pages.
         let key = txn.ops.first().map(|o| o.key as u64).unwrap_or(0);
@@ -134,6 +134,6 @@ impl Worker for FloorWorker<'_> {
                 .map_err(|e| io("pread", e))?;
             self.e.reads.fetch_add(1, Relaxed);
         }
-        Ok(())
+        Ok(0)
     }
 }

@@ -62,6 +62,16 @@ pub struct EngineSpec {
     pub kind: EngineKind,
 }
 
+impl EngineSpec {
+    /// twinpage's concurrency protocol (`None` for the other engines).
+    pub fn protocol(&self) -> Option<::twinpage::cc::Protocol> {
+        match &self.kind {
+            EngineKind::Twinpage(o) => Some(o.protocol()),
+            _ => None,
+        }
+    }
+}
+
 impl FromStr for EngineSpec {
     type Err = BenchError;
     fn from_str(s: &str) -> Result<Self, BenchError> {
@@ -187,9 +197,13 @@ pub fn default_engines() -> Vec<String> {
 /// A transaction failed.
 #[derive(Debug)]
 pub enum TxnError {
-    /// Lock conflict (busy/locked): the transaction was rolled back and may
-    /// be retried.
+    /// A lock could not be had (busy/locked, after the engine's own busy
+    /// wait): the transaction was rolled back and may be retried.
     Busy(String),
+    /// The concurrency protocol refused the transaction (a conflict: a
+    /// page another transaction changed or holds): it was rolled back and
+    /// may be replayed.
+    Conflict(String),
     /// Anything else.
     Fatal(BenchError),
 }
@@ -199,6 +213,10 @@ impl<E: Into<BenchError>> From<E> for TxnError {
         TxnError::Fatal(e.into())
     }
 }
+
+/// What a row visitor receives: table index, key, payload (`Value` then
+/// `creation_date`, as [`super::workload::Op::payload`]).
+pub type RowVisitor<'a> = dyn FnMut(u32, i64, &[u8]) -> Result<(), BenchError> + 'a;
 
 /// An open engine. Shared by reference between the worker threads.
 pub trait Engine: Sync {
@@ -211,27 +229,40 @@ pub trait Engine: Sync {
     fn worker(&self, w: &Workload) -> Result<Box<dyn Worker + '_>, BenchError>;
     /// Cumulative I/O counters.
     fn io(&self) -> IoSnapshot;
-    /// Rows per table, to verify that the engine executed the workload
-    /// (`None` for the floor, which stores no rows).
-    fn row_counts(&self, w: &Workload) -> Result<Option<Vec<u64>>, BenchError>;
+    /// Call `f` for every row of every table, to verify what the engine
+    /// holds after the run; false for the floor, which stores no rows.
+    fn visit(&self, w: &Workload, f: &mut RowVisitor<'_>) -> Result<bool, BenchError>;
+    /// The engine's own integrity check, if it has one: `Some("ok")` or
+    /// what it found.
+    fn integrity(&self) -> Result<Option<String>, BenchError> {
+        Ok(None)
+    }
+    /// Counters of the concurrency protocol (twinpage's `Stats::protocol`:
+    /// aborts, the most aborts of one transaction, forced sleep, ...).
+    fn protocol_counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
     /// Close cleanly.
     fn close(self: Box<Self>) -> Result<(), BenchError>;
 }
 
-/// The workload expected a row that `engine` did not have (or had one it
-/// should not): the run is invalid.
-pub(super) fn mismatch(engine: &str, op: &super::workload::Op) -> TxnError {
-    TxnError::Fatal(BenchError::Msg(format!(
+/// The message for an operation that did not find the row the workload
+/// expects (fatal unless the workload says rows may be missing).
+pub fn mismatch(engine: &str, op: &super::workload::Op) -> String {
+    format!(
         "{engine}: {:?} of key {} in table {} did not find the row the workload expects",
         op.action, op.key, op.table
-    )))
+    )
 }
 
 /// Runs transactions on one thread.
 pub trait Worker {
-    /// Execute one transaction; on [`TxnError::Busy`] it has been rolled
+    /// Execute one transaction and commit it. Returns the operations that
+    /// missed their row (bit `i` for operation `i`: an update, delete or
+    /// read of a row that is not there, which then changed nothing); on a
+    /// [`TxnError::Busy`] or [`TxnError::Conflict`] it has been rolled
     /// back.
-    fn run(&mut self, txn: &Txn) -> Result<(), TxnError>;
+    fn run(&mut self, txn: &Txn) -> Result<u32, TxnError>;
 }
 
 /// Open `spec` with a fresh database in `dir` (which must exist).

@@ -11,7 +11,7 @@
 
 use super::super::workload::{Action, Op, Txn, Workload, SCAN_ROWS};
 use super::super::BenchError;
-use super::{vfs, Engine, TxnError, Worker, DB_FILE};
+use super::{vfs, Engine, RowVisitor, TxnError, Worker, DB_FILE};
 use ::twinpage::storage::IoSnapshot;
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags};
@@ -282,12 +282,23 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// SQLITE_BUSY_SNAPSHOT: a WAL read transaction cannot become a writer
+/// because another connection committed since it began (a conflict, not a
+/// lock wait); other busy/locked codes are lock waits that timed out.
 fn classify(e: rusqlite::Error) -> TxnError {
-    if is_busy(&e) {
+    let snapshot = matches!(&e, rusqlite::Error::SqliteFailure(f, _)
+        if f.extended_code == ffi_busy_snapshot());
+    if snapshot {
+        TxnError::Conflict(e.to_string())
+    } else if is_busy(&e) {
         TxnError::Busy(e.to_string())
     } else {
         TxnError::Fatal(e.into())
     }
+}
+
+fn ffi_busy_snapshot() -> std::ffi::c_int {
+    rusqlite::ffi::SQLITE_BUSY_SNAPSHOT
 }
 
 impl Engine for SqliteEngine {
@@ -325,17 +336,37 @@ impl Engine for SqliteEngine {
         vfs::snapshot()
     }
 
-    fn row_counts(&self, w: &Workload) -> Result<Option<Vec<u64>>, BenchError> {
+    fn visit(&self, w: &Workload, f: &mut RowVisitor<'_>) -> Result<bool, BenchError> {
         let guard = self.main.lock();
         let conn = guard
             .as_ref()
             .ok_or_else(|| BenchError::Msg("SQLite connection closed".into()))?;
-        let mut out = Vec::new();
-        for t in &w.tables {
-            let n: i64 = conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))?;
-            out.push(n as u64);
+        let mut payload = Vec::new();
+        for (i, t) in w.tables.iter().enumerate() {
+            let mut st = conn.prepare(&format!(
+                "SELECT id, Value, creation_date FROM {t} ORDER BY id"
+            ))?;
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                payload.clear();
+                payload.extend_from_slice(r.get_ref(1)?.as_bytes().unwrap_or(&[]));
+                payload.extend_from_slice(r.get_ref(2)?.as_bytes().unwrap_or(&[]));
+                f(i as u32, r.get(0)?, &payload)?;
+            }
         }
-        Ok(Some(out))
+        Ok(true)
+    }
+
+    fn integrity(&self) -> Result<Option<String>, BenchError> {
+        let guard = self.main.lock();
+        let conn = guard
+            .as_ref()
+            .ok_or_else(|| BenchError::Msg("SQLite connection closed".into()))?;
+        let mut st = conn.prepare("PRAGMA integrity_check")?;
+        let lines: Vec<String> = st
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(Some(lines.join("; ")))
     }
 
     fn close(self: Box<Self>) -> Result<(), BenchError> {
@@ -352,7 +383,8 @@ struct SqliteWorker {
 }
 
 impl SqliteWorker {
-    fn exec(&self, op: &Op) -> Result<(), TxnError> {
+    /// Run one statement; false if its row was not there.
+    fn exec(&self, op: &Op) -> Result<bool, TxnError> {
         let sql = &self.sql[op.table as usize];
         let changed = match op.action {
             Action::Insert => self
@@ -386,23 +418,20 @@ impl SqliteWorker {
             }),
         };
         match changed {
-            Ok(1) => Ok(()),
-            Ok(_) | Err(rusqlite::Error::QueryReturnedNoRows) => {
-                Err(TxnError::Fatal(BenchError::Msg(format!(
-                    "SQLite: {:?} of id {} in table {} did not find the row the workload expects",
-                    op.action, op.key, op.table
-                ))))
-            }
+            Ok(1) => Ok(true),
+            Ok(_) | Err(rusqlite::Error::QueryReturnedNoRows) => Ok(false),
             Err(e) => Err(classify(e)),
         }
     }
 }
 
 impl Worker for SqliteWorker {
-    fn run(&mut self, txn: &Txn) -> Result<(), TxnError> {
+    fn run(&mut self, txn: &Txn) -> Result<u32, TxnError> {
         if let [op] = txn.ops.as_slice() {
-            // Auto-commit, as Mobibench runs a single statement.
-            return self.exec(op);
+            // Auto-commit, as Mobibench runs a single statement (an UPDATE,
+            // DELETE or INSERT takes the write lock when it starts, as
+            // BEGIN IMMEDIATE does).
+            return Ok(u32::from(!self.exec(op)?));
         }
         // IMMEDIATE takes the write lock up front, as twinpage's
         // begin_write does, so two writers cannot deadlock on an upgrade.
@@ -413,10 +442,14 @@ impl Worker for SqliteWorker {
         };
         let r = (|| {
             self.conn.execute_batch(begin).map_err(classify)?;
-            for op in &txn.ops {
-                self.exec(op)?;
+            let mut missed = 0;
+            for (j, op) in txn.ops.iter().enumerate() {
+                if !self.exec(op)? {
+                    missed |= 1 << j;
+                }
             }
-            self.conn.execute_batch("COMMIT").map_err(classify)
+            self.conn.execute_batch("COMMIT").map_err(classify)?;
+            Ok(missed)
         })();
         if r.is_err() && !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");

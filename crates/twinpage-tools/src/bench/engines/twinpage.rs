@@ -2,8 +2,8 @@
 
 use super::super::workload::{Action, Op, Txn, Workload, SCAN_ROWS};
 use super::super::BenchError;
-use super::{vfs, Engine, TxnError, Worker, DB_FILE};
-use ::twinpage::keys::encode_i64_compact;
+use super::{vfs, Engine, RowVisitor, TxnError, Worker, DB_FILE};
+use ::twinpage::keys::{decode_i64_compact, encode_i64_compact};
 use ::twinpage::storage::{FileLock, IoSnapshot, OpenFlags, OsVfs, Vfs, VfsFile};
 use ::twinpage::{Db, Direction, Error, Options};
 use parking_lot::Mutex;
@@ -57,19 +57,15 @@ pub(super) fn settings(opts: &Options) -> Vec<(String, String)> {
     v
 }
 
-fn busy(e: Error) -> TxnError {
+/// A failed call: busy/locked and the protocol's conflicts are retryable
+/// (the transaction was rolled back), anything else ends the run.
+fn classify(e: Error) -> TxnError {
     match e {
         Error::Busy(m) => TxnError::Busy(m),
         Error::Locked(p) => TxnError::Busy(format!("{} locked", p.display())),
+        e @ Error::Conflict { .. } => TxnError::Conflict(e.to_string()),
         e => TxnError::Fatal(e.into()),
     }
-}
-
-fn mismatch(op: &Op) -> TxnError {
-    TxnError::Fatal(BenchError::Msg(format!(
-        "twinpage: {:?} of key {} in table {} did not find the row the workload expects",
-        op.action, op.key, op.table
-    )))
 }
 
 impl Engine for TwinpageEngine {
@@ -100,6 +96,7 @@ impl Engine for TwinpageEngine {
         Ok(Box::new(TwinpageWorker {
             db: &self.db,
             tables: w.tables.clone(),
+            may_miss: w.may_miss,
         }))
     }
 
@@ -107,18 +104,37 @@ impl Engine for TwinpageEngine {
         self.db.io_counters()
     }
 
-    fn row_counts(&self, w: &Workload) -> Result<Option<Vec<u64>>, BenchError> {
+    fn visit(&self, w: &Workload, f: &mut RowVisitor<'_>) -> Result<bool, BenchError> {
         let r = self.db.begin_read()?;
-        let mut out = Vec::new();
-        for name in &w.tables {
-            let mut n = 0u64;
+        for (i, name) in w.tables.iter().enumerate() {
             for kv in r.range(name, .., Direction::Forward)? {
-                kv?;
-                n += 1;
+                let (k, v) = kv?;
+                let key = decode_i64_compact(&k).ok_or_else(|| {
+                    BenchError::Msg(format!("twinpage: table {name} holds key {k:02x?}"))
+                })?;
+                f(i as u32, key, &v)?;
             }
-            out.push(n);
         }
-        Ok(Some(out))
+        Ok(true)
+    }
+
+    fn integrity(&self) -> Result<Option<String>, BenchError> {
+        let (report, problems) = self.db.check_all()?;
+        Ok(Some(if problems.is_empty() {
+            "ok".into()
+        } else {
+            let p: Vec<String> = problems.iter().map(|e| e.to_string()).collect();
+            format!("{report}; {} problem(s): {}", p.len(), p.join("; "))
+        }))
+    }
+
+    fn protocol_counters(&self) -> Vec<(String, u64)> {
+        self.db
+            .stats()
+            .protocol
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
     }
 
     fn close(self: Box<Self>) -> Result<(), BenchError> {
@@ -130,6 +146,9 @@ impl Engine for TwinpageEngine {
 struct TwinpageWorker<'a> {
     db: &'a Db,
     tables: Vec<String>,
+    /// Rows may be missing (shared keys with inserts and deletes): an
+    /// update checks that its row is there, as SQL's UPDATE does.
+    may_miss: bool,
 }
 
 impl TwinpageWorker<'_> {
@@ -137,18 +156,30 @@ impl TwinpageWorker<'_> {
         &self.tables[op.table as usize]
     }
 
-    /// A transaction that only reads, in one read transaction.
-    fn reads(&self, txn: &Txn) -> Result<(), TxnError> {
-        let r = self.db.begin_read().map_err(busy)?;
-        for op in &txn.ops {
-            let (t, k) = (self.table(op), encode_i64_compact(op.key));
-            if op.action == Action::Scan {
-                scan(r.range(t, from(&k), Direction::Forward), op)?;
-            } else if r.get(t, &k).map_err(busy)?.is_none() {
-                return Err(mismatch(op));
+    /// A transaction that only reads, in one read transaction (a single
+    /// point read in `Db::get`'s own).
+    fn reads(&self, txn: &Txn) -> Result<u32, TxnError> {
+        if let [op] = txn.ops.as_slice() {
+            if op.action == Action::Select {
+                let k = encode_i64_compact(op.key);
+                let found = self.db.get(self.table(op), &k).map_err(classify)?;
+                return Ok(u32::from(found.is_none()));
             }
         }
-        Ok(())
+        let r = self.db.begin_read().map_err(classify)?;
+        let mut missed = 0;
+        for (j, op) in txn.ops.iter().enumerate() {
+            let (t, k) = (self.table(op), encode_i64_compact(op.key));
+            let found = if op.action == Action::Scan {
+                scan(r.range(t, from(&k), Direction::Forward), op)?
+            } else {
+                r.get(t, &k).map_err(classify)?.is_some()
+            };
+            if !found {
+                missed |= 1 << j;
+            }
+        }
+        Ok(missed)
     }
 }
 
@@ -158,72 +189,60 @@ fn from(k: &[u8]) -> (Bound<&[u8]>, Bound<&[u8]>) {
 }
 
 impl Worker for TwinpageWorker<'_> {
-    fn run(&mut self, txn: &Txn) -> Result<(), TxnError> {
-        if let [op] = txn.ops.as_slice() {
-            // Auto-commit, as Mobibench runs a single statement.
-            let k = encode_i64_compact(op.key);
-            let t = self.table(op);
-            match op.action {
-                Action::Insert | Action::Update => self.db.put(t, &k, &op.payload).map_err(busy)?,
-                Action::Delete => {
-                    if !self.db.delete(t, &k).map_err(busy)? {
-                        return Err(mismatch(op));
-                    }
-                }
-                Action::Select => {
-                    if self.db.get(t, &k).map_err(busy)?.is_none() {
-                        return Err(mismatch(op));
-                    }
-                }
-                Action::Scan => return self.reads(txn),
-            }
-            return Ok(());
-        }
+    fn run(&mut self, txn: &Txn) -> Result<u32, TxnError> {
         if !txn.writes() {
             return self.reads(txn);
         }
-        // Dropping the transaction on an error rolls it back.
-        let mut t = self.db.begin_write().map_err(busy)?;
-        for op in &txn.ops {
+        // One write transaction, as `Db::put`/`Db::delete` run an
+        // auto-commit statement; dropping it on an error rolls it back.
+        let mut t = self.db.begin_write().map_err(classify)?;
+        let mut missed = 0;
+        for (j, op) in txn.ops.iter().enumerate() {
             let k = encode_i64_compact(op.key);
             let table = self.table(op);
-            match op.action {
-                Action::Insert | Action::Update => t.put(table, &k, &op.payload).map_err(busy)?,
-                Action::Delete => {
-                    if !t.delete(table, &k).map_err(busy)? {
-                        return Err(mismatch(op));
+            let found = match op.action {
+                Action::Insert => t.put(table, &k, &op.payload).map(|()| true),
+                Action::Update if self.may_miss => match t.get(table, &k) {
+                    Ok(Some(_)) => t.put(table, &k, &op.payload).map(|()| true),
+                    Ok(None) => Ok(false),
+                    Err(e) => Err(e),
+                },
+                Action::Update => t.put(table, &k, &op.payload).map(|()| true),
+                Action::Delete => t.delete(table, &k),
+                Action::Select => t.get(table, &k).map(|v| v.is_some()),
+                Action::Scan => {
+                    if !scan(t.range(table, from(&k), Direction::Forward), op)? {
+                        missed |= 1 << j;
                     }
+                    continue;
                 }
-                Action::Select => {
-                    if t.get(table, &k).map_err(busy)?.is_none() {
-                        return Err(mismatch(op));
-                    }
-                }
-                Action::Scan => scan(t.range(table, from(&k), Direction::Forward), op)?,
+            }
+            .map_err(classify)?;
+            if !found {
+                missed |= 1 << j;
             }
         }
-        t.commit().map_err(busy)
+        t.commit().map_err(classify)?;
+        Ok(missed)
     }
 }
 
-/// Read up to [`SCAN_ROWS`] rows of a range that must start at `op`'s key.
-fn scan<I>(range: Result<I, Error>, op: &Op) -> Result<(), TxnError>
+/// Read up to [`SCAN_ROWS`] rows of a range; false unless it starts at
+/// `op`'s key.
+fn scan<I>(range: Result<I, Error>, op: &Op) -> Result<bool, TxnError>
 where
     I: Iterator<Item = Result<(Vec<u8>, Vec<u8>), Error>>,
 {
     let want = encode_i64_compact(op.key);
     let mut bytes = 0usize;
-    for (i, kv) in range.map_err(busy)?.take(SCAN_ROWS).enumerate() {
-        let (k, v) = kv.map_err(busy)?;
+    for (i, kv) in range.map_err(classify)?.take(SCAN_ROWS).enumerate() {
+        let (k, v) = kv.map_err(classify)?;
         if i == 0 && k != want {
-            return Err(mismatch(op));
+            return Ok(false);
         }
         bytes += v.len();
     }
-    if bytes == 0 {
-        return Err(mismatch(op));
-    }
-    Ok(())
+    Ok(bytes > 0)
 }
 
 /// Database writes held back by a torn commit: (offset, bytes).

@@ -1,7 +1,7 @@
 //! The figures of \[IPS\] (In-Page Shadowing and Two-Version Timestamp
 //! Ordering, PVLDB 2022), measured on twinpage's modes.
 
-use super::{f, pct, Bar, Claim, Figure, FigureArgs, Panel};
+use super::{f, pct, strings, Bar, Claim, Figure, FigureArgs, Panel};
 use crate::bench::recovery::{self, CacheMode, RecoveryArgs, RecoveryResult};
 use crate::bench::report::Summary;
 use crate::bench::workload::{Operation, Workload, WorkloadSpec};
@@ -243,7 +243,7 @@ pub fn fig5(a: &FigureArgs) -> Result<Figure, BenchError> {
     Ok(Figure {
         name: "ips-5",
         title: "1-thread latency per query: compute, write(), fsync() ([IPS] Fig. 5)".into(),
-        header: [
+        header: strings(&[
             "op",
             "",
             "engine",
@@ -255,10 +255,7 @@ pub fn fig5(a: &FigureArgs) -> Result<Figure, BenchError> {
             "writes/txn",
             "fdatasync/txn",
             "db KiB",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ]),
         rows,
         claims,
         panels,
@@ -388,12 +385,9 @@ pub fn fig7(a: &FigureArgs) -> Result<Figure, BenchError> {
     Ok(Figure {
         name: "ips-7",
         title: "recovery time after a crash in a transaction of 1-16 inserts ([IPS] Fig. 7)".into(),
-        header: [
+        header: strings(&[
             "engine", "rows", "killed", "outcome", "warm ms", "cold ms", "reads", "writes", "syncs",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ]),
         rows,
         claims,
         panels,

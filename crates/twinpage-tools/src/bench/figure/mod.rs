@@ -5,8 +5,10 @@
 //! defaults; every option can shorten a run for a smoke test.
 
 mod ips;
+mod ips_conc;
 mod lsmvbt;
 
+use super::workload::PrefillOrder;
 use super::{BenchError, EnvArgs};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -18,12 +20,21 @@ use std::path::{Path, PathBuf};
 pub struct FigureArgs {
     /// The figure (`list` prints the known ones).
     pub name: String,
-    /// Measured transactions per run (default: the paper's).
+    /// Measured transactions per run, per thread in the concurrency
+    /// figures (default: the paper's).
     #[arg(long)]
     pub txns: Option<u64>,
     /// Rows loaded before measuring (default: the paper's).
     #[arg(long)]
     pub prefill: Option<u64>,
+    /// Thread counts of the concurrency figures, e.g. `1,2,4,8` (ips-8;
+    /// the others use the largest).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub threads: Option<Vec<u32>>,
+    /// Order of the pre-fill in the concurrency figures (default random,
+    /// as the paper's Mobibench inserts random keys).
+    #[arg(long, value_enum)]
+    pub prefill_order: Option<PrefillOrder>,
     /// Rounds per cell; timings are medians over them.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
@@ -108,6 +119,26 @@ const FIGURES: &[(&str, &str, Run)] = &[
         "ips-7",
         "[IPS] Fig. 7: recovery time after a crash in a transaction of 1-16 inserts",
         ips::fig7,
+    ),
+    (
+        "ips-8",
+        "[IPS] Fig. 8: throughput for 1-4 threads at 10/20/50% writes, shared keys",
+        ips_conc::fig8,
+    ),
+    (
+        "ips-9",
+        "[IPS] Fig. 9: transactions of 2/4/6 statements at 4 threads, 85% SELECT",
+        ips_conc::fig9,
+    ),
+    (
+        "ips-10",
+        "[IPS] Fig. 10: latency breakdown at 4 threads, 20% writes",
+        ips_conc::fig10,
+    ),
+    (
+        "ips-11",
+        "[IPS] Fig. 11: Zipf skew 0-1.0 at 4 threads, 15% writes: throughput and replays",
+        ips_conc::fig11,
     ),
     (
         "lsmvbt-6",
@@ -273,6 +304,13 @@ where
                 _ => String::new(),
             })
             .x_labels(5)
+            .x_label_formatter(&|v| {
+                if max >= 10.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.2}")
+                }
+            })
             .x_desc(p.unit.as_str())
             .label_style(("sans-serif", 11))
             .draw()
@@ -319,8 +357,10 @@ where
                 let v = total(b);
                 let label = if v >= 100.0 {
                     format!(" {v:.0}")
-                } else {
+                } else if v >= 1.0 || v == 0.0 {
                     format!(" {v:.2}")
+                } else {
+                    format!(" {v:.4}")
                 };
                 Text::new(
                     label,
@@ -369,6 +409,11 @@ fn chart(path: &Path, fig: &Figure, font: Option<&Path>) -> Result<(), BenchErro
     r.map_err(|e| BenchError::Msg(format!("chart {}: {e}", path.display())))
 }
 
+/// Owned copies of `v` (table headers).
+pub(crate) fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
 /// `x` with `p` decimals.
 pub(crate) fn f(x: f64, p: usize) -> String {
     format!("{x:.p$}")
@@ -380,4 +425,47 @@ pub(crate) fn pct(a: f64, b: f64) -> String {
         return "-".into();
     }
     format!("{:+.1}%", (a / b - 1.0) * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every concurrency figure runs end to end on a tiny workload (CI).
+    #[test]
+    fn concurrency_figures_run() {
+        let tmp = crate::bench::scratch_dir();
+        for name in ["ips-8", "ips-9", "ips-10", "ips-11"] {
+            let a = FigureArgs {
+                name: name.into(),
+                txns: Some(30),
+                prefill: Some(200),
+                repeat: 1,
+                threads: Some(vec![1, 2]),
+                prefill_order: None,
+                json: Some(tmp.path().join(format!("{name}.json"))),
+                chart: None,
+                font: None,
+                env: EnvArgs {
+                    dir: Some(tmp.path().to_path_buf()),
+                    no_isolate: true,
+                    ..EnvArgs::default()
+                },
+            };
+            run(&a).unwrap();
+            let v: Value = serde_json::from_str(
+                &std::fs::read_to_string(tmp.path().join(format!("{name}.json"))).unwrap(),
+            )
+            .unwrap();
+            assert!(!v["claims"].as_array().unwrap().is_empty(), "{name}");
+            for d in v["data"].as_array().unwrap() {
+                assert!(d["txn_per_sec"].as_f64().unwrap() > 0.0, "{name}");
+                let how = d["verified"].as_str().unwrap();
+                assert!(
+                    how == "per-key model" || (how == "exact contents" && d["threads"] == 1),
+                    "{name}: {how}"
+                );
+            }
+        }
+    }
 }
