@@ -20,11 +20,14 @@ pub enum Timer {
     /// 2VTO's forced sleep: a replay waiting to become the oldest
     /// transaction (\[IPS\] Algorithm 2).
     ForcedSleep,
-    /// Waiting for the commit turn: 2VTO commits in `TS_commit` order.
+    /// Waiting for the commit turn: 2VTO commits in `TS_commit` order; a
+    /// durable commit waits for the earlier ones to be installed.
     CommitWait,
     /// Inside `pwrite` (database, journal or log).
     Write,
-    /// Inside `fdatasync` / `fsync`.
+    /// Inside `fdatasync` / `fsync`, or waiting for the group commit's
+    /// leader to make this commit durable (the pager adds the part of the
+    /// journal's commit step its own I/O does not account for).
     Sync,
 }
 

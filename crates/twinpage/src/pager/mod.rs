@@ -1518,14 +1518,27 @@ impl Pager {
     /// ready at the same time), then it is published and installed once
     /// every earlier commit was.
     fn finish_commit(&self, st: &mut WriteState, mut seq: Sequenced) -> Result<()> {
+        // A follower of a group commit waits for the leader's fdatasync:
+        // that wait counts as sync time in the thread's breakdown (what
+        // the journal's own I/O did not already count).
+        let (start, io0) = (std::time::Instant::now(), timers::thread_times());
         let r = self
             .journal
             .finish_commit(&self.db, &mut seq.ticket)
             .and_then(|()| {
+                let io = timers::thread_times() - io0;
+                let own = io.write_ns.saturating_add(io.sync_ns);
+                let waited = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                timers::add(Timer::Sync, waited.saturating_sub(own));
                 let mut next = self.installed.lock();
-                while *next != seq.ordinal {
-                    self.check_poison()?;
-                    self.install_cv.wait(&mut next);
+                if *next != seq.ordinal {
+                    // Earlier commits install first: a commit-turn wait.
+                    let start = std::time::Instant::now();
+                    while *next != seq.ordinal {
+                        self.check_poison()?;
+                        self.install_cv.wait(&mut next);
+                    }
+                    timers::add_since(Timer::CommitWait, start);
                 }
                 self.journal.publish_commit(&seq.ticket)?;
                 self.install(st, &mut seq.pages);
