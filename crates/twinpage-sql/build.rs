@@ -17,6 +17,10 @@ const CUT_FROM: &str = "/************** Begin file pager.c ";
 const CUT_TO: &str = "/************** End of backup.c ";
 const MODENAME: &str = "SQLITE_PRIVATE const char *sqlite3JournalModename(int eMode){";
 const SERIALIZE: &str = "SQLITE_API unsigned char *sqlite3_serialize(";
+/// BEGIN IMMEDIATE's transaction type in `sqlite3BeginTransaction`, and
+/// the opcode's check of it.
+const IMMEDIATE: &str = "eTxnType = 1;  /* Write txn */";
+const TXN_ASSERT: &str = "assert( pOp->p2>=0 && pOp->p2<=2 );";
 
 fn main() {
     let inc =
@@ -53,6 +57,20 @@ fn main() {
         &amal[..at],
         &amal[at + SERIALIZE.len()..]
     );
+    // BEGIN IMMEDIATE opens its write transaction as type 3, which every
+    // use of OP_Transaction's P2 treats as a write (it is only tested for
+    // zero), so the B-tree layer can tell it from the first write of a
+    // plain BEGIN (type 1): under a concurrent protocol the one runs
+    // alone and the other beside other writers (docs/SQL.md).
+    assert_eq!(amal.matches(IMMEDIATE).count(), 1, "BEGIN IMMEDIATE");
+    assert_eq!(
+        amal.matches(TXN_ASSERT).count(),
+        1,
+        "OP_Transaction's check"
+    );
+    let amal = amal
+        .replace(IMMEDIATE, "eTxnType = 3;  /* twinpage: BEGIN IMMEDIATE */")
+        .replace(TXN_ASSERT, "assert( pOp->p2>=0 && pOp->p2<=3 );");
     let file = out.join("tp_sqlite3.c");
     fs::write(&file, amal).expect("write the amalgamation");
 

@@ -45,7 +45,7 @@ extern TpConn *twinpage_bt_open(const char *zPath, int isTemp, const char *zMode
     const TpCallbacks *pCb, int *pRc);
 extern int twinpage_bt_close(TpConn*);
 extern const char *twinpage_bt_errmsg(TpConn*);
-extern int twinpage_bt_begin(TpConn*, int wrflag);
+extern int twinpage_bt_begin(TpConn*, int wrflag, int inExplicitTxn, int busyMs);
 extern int twinpage_bt_commit(TpConn*);
 extern int twinpage_bt_rollback(TpConn*, int writeOnly);
 extern int twinpage_bt_txn_state(TpConn*);
@@ -113,6 +113,8 @@ struct Btree {
   u8 inTrans;                /* SQLITE_TXN_NONE / READ / WRITE */
   char *zFilename;
   char *zJournal;
+  u32 iChange;               /* bumped by every call that may change a tree
+                             ** or the transaction (tpChanged) */
 };
 
 struct BtCursor {
@@ -126,8 +128,15 @@ struct BtCursor {
   u8 wrFlag;
   u8 hints;
   int faultCode;
+  u32 iSync;                 /* pBtree->iChange when row was last filled */
   TpRow row;
 };
+
+/* Something may have changed what p's cursors read: their rows are
+** brought up to date (twinpage_bt_sync) before they are used again. A
+** cursor whose row was filled since needs no call into Rust (SQLite's
+** VDBE asks for the row's payload several times per column). */
+static void tpChanged(Btree *p){ p->iChange++; }
 
 /* A comparator context: a KeyInfo Rust may call SQLite's record compare
 ** with. Those made from a spec own their KeyInfo. */
@@ -341,10 +350,18 @@ static void tpTripCursors(Btree *p, int errCode, int writeOnly){
   }
 }
 
+/* wrflag: 0 read, 1 write, 2 BEGIN EXCLUSIVE, 3 BEGIN IMMEDIATE (the
+** build renumbers it). BEGIN IMMEDIATE's own OP_Transaction runs before
+** its OP_AutoCommit, so autoCommit is still set there: inExplicitTxn
+** tells the statements of a BEGIN ... COMMIT block apart. A writer waits
+** for the others up to the connection's busy timeout (sqlite3_busy_timeout;
+** none with a busy handler of the application's, as in SQLite's btree.c
+** the handler would be asked instead). */
 SQLITE_PRIVATE int sqlite3BtreeBeginTrans(Btree *p, int wrflag, int *pSchemaVersion){
   int rc;
   if( wrflag && twinpage_bt_read_only(p->pConn) ) return SQLITE_READONLY;
-  rc = twinpage_bt_begin(p->pConn, wrflag);
+  tpChanged(p);
+  rc = twinpage_bt_begin(p->pConn, wrflag, p->db->autoCommit==0, p->db->busyTimeout);
   if( rc==SQLITE_OK && wrflag ){
     /* As btree.c: the open SAVEPOINTs each get their savepoint now, before
     ** this statement changes anything. */
@@ -368,6 +385,7 @@ SQLITE_PRIVATE int sqlite3BtreeCommitPhaseTwo(Btree *p, int bCleanup){
   int rc;
   (void)bCleanup;
   if( p->inTrans==SQLITE_TXN_NONE ) return SQLITE_OK;
+  tpChanged(p);
   rc = twinpage_bt_commit(p->pConn);
   p->inTrans = (u8)twinpage_bt_txn_state(p->pConn);
   return rc;
@@ -383,6 +401,7 @@ SQLITE_PRIVATE int sqlite3BtreeRollback(Btree *p, int tripCode, int writeOnly){
   if( tripCode!=SQLITE_OK ){
     tpTripCursors(p, tripCode, writeOnly);
   }
+  tpChanged(p);
   rc = twinpage_bt_rollback(p->pConn, writeOnly);
   p->inTrans = (u8)twinpage_bt_txn_state(p->pConn);
   return rc;
@@ -393,6 +412,7 @@ SQLITE_PRIVATE int sqlite3BtreeBeginStmt(Btree *p, int iStatement){
 SQLITE_PRIVATE int sqlite3BtreeSavepoint(Btree *p, int op, int iSavepoint){
   int rc;
   if( p==0 || p->inTrans!=SQLITE_TXN_WRITE ) return SQLITE_OK;
+  tpChanged(p);
   rc = twinpage_bt_savepoint(p->pConn, op, iSavepoint);
   if( rc==SQLITE_OK && op==SAVEPOINT_ROLLBACK ){
     /* Cursors find their keys again (the tree changed under them). */
@@ -433,7 +453,9 @@ SQLITE_PRIVATE int sqlite3BtreeIncrVacuum(Btree *p){ (void)p; return SQLITE_DONE
 
 SQLITE_PRIVATE int sqlite3BtreeCreateTable(Btree *p, Pgno *piTable, int flags){
   unsigned int i = 0;
-  int rc = twinpage_bt_create_table(p->pConn, (flags & BTREE_INTKEY)!=0, 0, 0, &i);
+  int rc;
+  tpChanged(p);
+  rc = twinpage_bt_create_table(p->pConn, (flags & BTREE_INTKEY)!=0, 0, 0, &i);
   *piTable = i;
   return rc;
 }
@@ -442,11 +464,14 @@ SQLITE_PRIVATE int sqlite3BtreeCreateTable(Btree *p, Pgno *piTable, int flags){
 ** writing (SQLite creates the tree before it knows the KeyInfo). */
 SQLITE_PRIVATE int sqlite3BtreeDropTable(Btree *p, int iTable, int *piMoved){
   *piMoved = 0;
+  tpChanged(p);
   return twinpage_bt_drop_table(p->pConn, (unsigned int)iTable);
 }
 SQLITE_PRIVATE int sqlite3BtreeClearTable(Btree *p, int iTable, i64 *pnChange){
   sqlite3_int64 n = 0;
-  int rc = twinpage_bt_clear_table(p->pConn, (unsigned int)iTable, &n);
+  int rc;
+  tpChanged(p);
+  rc = twinpage_bt_clear_table(p->pConn, (unsigned int)iTable, &n);
   if( pnChange ) *pnChange += n;
   return rc;
 }
@@ -468,10 +493,12 @@ SQLITE_PRIVATE void sqlite3BtreeGetMeta(Btree *p, int idx, u32 *pValue){
   *pValue = v;
 }
 SQLITE_PRIVATE int sqlite3BtreeUpdateMeta(Btree *p, int idx, u32 value){
+  tpChanged(p);
   return twinpage_bt_update_meta(p->pConn, idx, value);
 }
 SQLITE_PRIVATE int sqlite3BtreeNewDb(Btree *p){
   int i, rc = SQLITE_OK;
+  tpChanged(p);
   for(i=1; i<SQLITE_N_BTREE_META && rc==SQLITE_OK; i++){
     if( i!=BTREE_DATA_VERSION ) rc = twinpage_bt_update_meta(p->pConn, i, 0);
   }
@@ -590,6 +617,7 @@ static int tpAfterMove(BtCursor *pCur, int rc){
     pCur->eState = TP_CURSOR_INVALID;
     return rc;
   }
+  pCur->iSync = pCur->pBtree->iChange;
   pCur->eState = pCur->row.valid ? TP_CURSOR_VALID : TP_CURSOR_INVALID;
   return SQLITE_OK;
 }
@@ -621,7 +649,9 @@ SQLITE_PRIVATE int sqlite3BtreeCursorHasMoved(BtCursor *pCur){
   int moved = 0, different = 0;
   if( pCur->eState!=TP_CURSOR_VALID ) return 1;
   if( pCur->pCur==0 ) return 0;  /* sqlite3BtreeFakeValidCursor() */
+  if( pCur->iSync==pCur->pBtree->iChange ) return 0;
   if( twinpage_bt_sync(pCur->pCur, &pCur->row, &moved, &different)!=SQLITE_OK ) return 1;
+  pCur->iSync = pCur->pBtree->iChange;
   if( !pCur->row.valid ) pCur->eState = TP_CURSOR_INVALID;
   return different || !pCur->row.valid;
 }
@@ -630,6 +660,10 @@ SQLITE_PRIVATE int sqlite3BtreeCursorRestore(BtCursor *pCur, int *pDifferentRow)
   int moved = 0, different = 0, rc;
   rc = tpFault(pCur);
   if( rc ) return rc;
+  if( pCur->eState==TP_CURSOR_VALID && pCur->iSync==pCur->pBtree->iChange ){
+    *pDifferentRow = 0;
+    return SQLITE_OK;
+  }
   rc = twinpage_bt_sync(pCur->pCur, &pCur->row, &moved, &different);
   *pDifferentRow = different || !pCur->row.valid;
   return tpAfterMove(pCur, rc);
@@ -666,10 +700,13 @@ SQLITE_PRIVATE int sqlite3BtreeEof(BtCursor *pCur){ return pCur->eState!=TP_CURS
 /* The row under the cursor, found again if the tree changed. */
 static void tpSync(BtCursor *pCur){
   int moved = 0, different = 0;
-  if( pCur->pCur && pCur->eState==TP_CURSOR_VALID ){
+  if( pCur->pCur && pCur->eState==TP_CURSOR_VALID
+   && pCur->iSync!=pCur->pBtree->iChange ){
     if( twinpage_bt_sync(pCur->pCur, &pCur->row, &moved, &different)!=SQLITE_OK || !pCur->row.valid ){
       pCur->row.valid = 0;
       pCur->row.nData = 0;
+    }else{
+      pCur->iSync = pCur->pBtree->iChange;
     }
   }
 }
@@ -719,6 +756,7 @@ SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *pCur, u32 offset, u32 amt, void
   memcpy(buf, pCur->row.pData, pCur->row.nData);
   memcpy(buf + offset, z, amt);
   key = pCur->row.nKey;
+  tpChanged(pCur->pBtree);
   rc = twinpage_bt_insert(pCur->pCur, key, 0, 0, buf, (int)pCur->row.nData, 0, 1, &pCur->row);
   sqlite3_free(buf);
   return tpAfterMove(pCur, rc);
@@ -738,6 +776,7 @@ SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *pCur, const BtreePayload *pX, in
   /* The VDBE's transfer optimization: sqlite3BtreeTransferRow (OP_RowCell)
   ** already inserted the row this call would write from a prepared cell. */
   if( flags & BTREE_PREFORMAT ) return SQLITE_OK;
+  tpChanged(pCur->pBtree);
   if( pCur->curIntKey ){
     rc = twinpage_bt_insert(pCur->pCur, pX->nKey, 0, 0, pX->pData, pX->nData, pX->nZero,
         (flags & BTREE_SAVEPOSITION)!=0, &pCur->row);
@@ -755,6 +794,7 @@ SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *pCur, u8 flags){
   if( rc ) return rc;
   if( !pCur->wrFlag ) return SQLITE_READONLY;
   if( pCur->eState!=TP_CURSOR_VALID ) return SQLITE_CORRUPT_BKPT;
+  tpChanged(pCur->pBtree);
   rc = twinpage_bt_delete(pCur->pCur, &pCur->row);
   if( rc ) return rc;
   /* The cursor keeps the deleted key: the next step lands where it would

@@ -26,11 +26,13 @@
 //! No function here unwinds into C: a panic becomes `SQLITE_INTERNAL`.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use twinpage::btree::ValueAt;
 use twinpage::journal::CheckpointMode;
 use twinpage::storage::MemVfs;
 use twinpage::{
@@ -56,6 +58,9 @@ const SAVEPOINT_RELEASE: c_int = 1;
 const SAVEPOINT_ROLLBACK: c_int = 2;
 
 const BTREE_FREE_PAGE_COUNT: c_int = 0;
+const BTREE_SCHEMA_VERSION: c_int = 1;
+/// SQLite's meta values (`SQLITE_N_BTREE_META`).
+const N_META: usize = 16;
 
 /// The named table holding the meta values and the schema table's id.
 const META_TABLE: &str = "sqlite";
@@ -151,8 +156,17 @@ enum Txn {
         /// `sps[0]` is the transaction's start; `sps[i + 1]` is SQLite's
         /// savepoint `i`.
         sps: Vec<SavepointId>,
+        /// Opened for the reads of an explicit transaction under a
+        /// concurrent protocol, and nothing written yet: SQLite is told it
+        /// is a read transaction.
+        reading: bool,
     },
 }
+
+/// `wrflag` of `sqlite3BtreeBeginTrans`: a write of a plain transaction
+/// (1), BEGIN EXCLUSIVE (2) and BEGIN IMMEDIATE (3, renumbered by the
+/// build), which run alone under a concurrent protocol.
+const WRITE_ALONE: c_int = 2;
 
 /// One SQLite connection's handle of one database (`Btree`).
 pub struct TpConn {
@@ -163,6 +177,33 @@ pub struct TpConn {
     txn: Txn,
     err: CString,
     cb: TpCallbacks,
+    /// What this connection read of its storage, kept so that a statement
+    /// does not look it up again (SQLite's own B-tree has page 1 and its
+    /// pages at hand; these lookups go through the catalog).
+    cache: Cache,
+}
+
+/// [`TpConn::cache`].
+#[derive(Default)]
+struct Cache {
+    /// Meta values read or written in the open transaction.
+    meta: [Option<u32>; N_META],
+    /// The schema table's id as a committed state holds it (it never
+    /// changes once created).
+    schema: Option<TableId>,
+    /// Tables opened, by SQLite's table number, with whether their key
+    /// order's spec is known to be recorded; valid while the schema
+    /// cookie is `tables_cookie` (SQLite changes it with every schema
+    /// change, and the same root page may then hold another tree).
+    tables: HashMap<u32, (Table, bool)>,
+    tables_cookie: Option<u32>,
+}
+
+impl Cache {
+    /// After a rollback: nothing read in the transaction holds.
+    fn forget(&mut self) {
+        *self = Cache::default();
+    }
 }
 
 /// One cursor (`BtCursor`).
@@ -173,11 +214,16 @@ pub struct TpCur {
     table: Option<Table>,
     order: Option<Arc<dyn KeyOrder>>,
     cursor: Option<Cursor>,
-    /// The current entry's payload (record), handed to C by pointer.
+    /// The payload of an entry whose value is in an overflow chain.
     buf: Vec<u8>,
+    /// The current entry's payload (record), handed to C by pointer: into
+    /// the cursor's leaf (an inline value), its key (an index entry), or
+    /// `buf`. Valid until the cursor moves or is filled again.
+    data: *const u8,
+    n_data: usize,
     key: i64,
     valid: bool,
-    /// The view's generation when `buf` was filled.
+    /// The view's generation when the row was filled.
     generation: u64,
 }
 
@@ -337,29 +383,68 @@ impl TpConn {
         }
     }
 
-    fn meta(&self, idx: c_int) -> twinpage::Result<u32> {
+    /// Meta value `idx`, read once per transaction.
+    fn meta(&mut self, idx: c_int) -> twinpage::Result<u32> {
         if idx == BTREE_FREE_PAGE_COUNT {
             return Ok(self.db()?.stats().free_pages);
         }
+        let slot = usize::try_from(idx).ok().filter(|&i| i < N_META);
+        if let Some(v) = slot.and_then(|i| self.cache.meta[i]) {
+            return Ok(v);
+        }
         let v = self.get_named(META_TABLE, &[idx as u8])?;
-        Ok(v.and_then(|v| v.try_into().ok())
-            .map_or(0, u32::from_be_bytes))
+        let v = v
+            .and_then(|v| v.try_into().ok())
+            .map_or(0, u32::from_be_bytes);
+        if let (Some(i), false) = (slot, matches!(self.txn, Txn::None)) {
+            self.cache.meta[i] = Some(v);
+        }
+        Ok(v)
     }
 
-    fn schema_id(&self) -> twinpage::Result<Option<TableId>> {
+    fn schema_id(&mut self) -> twinpage::Result<Option<TableId>> {
+        if let Some(id) = self.cache.schema {
+            return Ok(Some(id));
+        }
         let v = self.get_named(META_TABLE, SCHEMA_KEY)?;
-        Ok(v.and_then(|v| v.try_into().ok())
-            .map(|b| TableId(u32::from_be_bytes(b))))
+        let id = v
+            .and_then(|v| v.try_into().ok())
+            .map(|b| TableId(u32::from_be_bytes(b)));
+        // Only a committed id is kept: a rolled-back transaction may have
+        // created it (the cache is forgotten then too).
+        if matches!(self.txn, Txn::Read(_)) {
+            self.cache.schema = id;
+        }
+        Ok(id)
     }
 
     /// SQLite's table number as a twinpage table id (`None`: the schema
     /// table of a database that has none yet, which reads as empty).
-    fn table_id(&self, itable: u32) -> twinpage::Result<Option<TableId>> {
+    fn table_id(&mut self, itable: u32) -> twinpage::Result<Option<TableId>> {
         if itable == 1 {
             self.schema_id()
         } else {
             Ok(Some(TableId(itable)))
         }
+    }
+
+    /// SQLite's table `itable`, open (`None`: see [`TpConn::table_id`]),
+    /// from the table cache while the schema cookie has not changed.
+    fn cached_table(&mut self, itable: u32) -> twinpage::Result<Option<Table>> {
+        let cookie = self.meta(BTREE_SCHEMA_VERSION)?;
+        if self.cache.tables_cookie != Some(cookie) {
+            self.cache.tables.clear();
+            self.cache.tables_cookie = Some(cookie);
+        }
+        if let Some((t, _)) = self.cache.tables.get(&itable) {
+            return Ok(Some(t.clone()));
+        }
+        let Some(id) = self.table_id(itable)? else {
+            return Ok(None);
+        };
+        let t = self.open_table(id)?;
+        self.cache.tables.insert(itable, (t.clone(), false));
+        Ok(Some(t))
     }
 
     fn open_table(&self, id: TableId) -> twinpage::Result<Table> {
@@ -379,26 +464,45 @@ impl TpConn {
         }
     }
 
-    /// A new write transaction makes sure the meta and schema tables exist.
-    fn prepare_writer(w: &mut WriteTxn) -> twinpage::Result<()> {
-        if w.get(META_TABLE, SCHEMA_KEY)
-            .or_else(|e| match e {
-                Error::NoSuchTable(_) => Ok(None),
-                e => Err(e),
-            })?
-            .is_none()
-        {
-            w.create_table(META_TABLE)?;
-            let t = w.create_table_id(b"")?;
-            w.put(META_TABLE, SCHEMA_KEY, &t.id().0.to_be_bytes())?;
+    /// A new write transaction makes sure the meta and schema tables
+    /// exist; returns the schema table's id if it was there already
+    /// (committed), `None` if this transaction created it.
+    fn prepare_writer(w: &mut WriteTxn) -> twinpage::Result<Option<TableId>> {
+        let stored = w.get(META_TABLE, SCHEMA_KEY).or_else(|e| match e {
+            Error::NoSuchTable(_) => Ok(None),
+            e => Err(e),
+        })?;
+        if let Some(id) = stored.and_then(|v| <[u8; 4]>::try_from(v).ok()) {
+            return Ok(Some(TableId(u32::from_be_bytes(id))));
         }
-        Ok(())
+        w.create_table(META_TABLE)?;
+        let t = w.create_table_id(b"")?;
+        w.put(META_TABLE, SCHEMA_KEY, &t.id().0.to_be_bytes())?;
+        Ok(None)
     }
 
-    fn begin(&mut self, wrflag: c_int) -> twinpage::Result<c_int> {
-        let want_write = wrflag != 0;
-        match (&self.txn, want_write) {
-            (Txn::Write { .. }, _) | (Txn::Read(_), false) => return Ok(SQLITE_OK),
+    /// Begin a transaction for `wrflag` (see [`WRITE_ALONE`]); `explicit`:
+    /// inside BEGIN ... COMMIT; a writer waits for others up to `busy`.
+    ///
+    /// Under a concurrent protocol (`Db::concurrent_writers`) a plain
+    /// BEGIN runs beside other writers, and its transaction is a write
+    /// transaction from its first statement on, reads included: the
+    /// protocol validates what it read with what it wrote (a read
+    /// transaction upgraded at the first write would leave the reads
+    /// before it unchecked: write skew). BEGIN IMMEDIATE and EXCLUSIVE run
+    /// alone (`Db::begin_write_exclusive`). A conflict surfaces as
+    /// `SQLITE_BUSY_SNAPSHOT`; the application rolls back and retries.
+    fn begin(&mut self, wrflag: c_int, explicit: bool, busy: Duration) -> twinpage::Result<c_int> {
+        if matches!(self.txn, Txn::None) {
+            self.cache.meta = [None; N_META];
+        }
+        let want_write = wrflag != 0 || (explicit && self.db()?.concurrent_writers());
+        match (&mut self.txn, want_write) {
+            (Txn::Write { reading, .. }, _) => {
+                *reading &= wrflag == 0;
+                return Ok(SQLITE_OK);
+            }
+            (Txn::Read(_), false) => return Ok(SQLITE_OK),
             _ => {}
         }
         let db = self.db()?;
@@ -412,9 +516,14 @@ impl TpConn {
         };
         // A reader that becomes a writer must not wait: the writer ahead of
         // it may be waiting for it to finish reading (SQLite's rule too).
-        let mut w = match seen {
-            Some(_) => db.begin_write_within(Duration::ZERO)?,
-            None => db.begin_write()?,
+        let wait = match seen {
+            Some(_) => Duration::ZERO,
+            None => busy,
+        };
+        let mut w = if wrflag >= WRITE_ALONE {
+            db.begin_write_exclusive_within(wait)?
+        } else {
+            db.begin_write_within(wait)?
         };
         if let Some(seen) = seen {
             if w.base_tid()? != seen {
@@ -422,11 +531,17 @@ impl TpConn {
                 return Ok(SQLITE_BUSY_SNAPSHOT);
             }
         }
-        Self::prepare_writer(&mut w)?;
+        // The tables exist once a committed state names the schema table.
+        if self.cache.schema.is_none() {
+            self.cache.schema = Self::prepare_writer(&mut w)?;
+        }
+        // The transaction reads the newest state, not the reader's.
+        self.cache.meta = [None; N_META];
         let base = w.savepoint()?;
         self.txn = Txn::Write {
             w: Box::new(w),
             sps: vec![base],
+            reading: wrflag == 0,
         };
         Ok(SQLITE_OK)
     }
@@ -494,6 +609,7 @@ pub unsafe extern "C" fn twinpage_bt_open(
             txn: Txn::None,
             err: CString::default(),
             cb,
+            cache: Cache::default(),
         })
     }));
     let (out, code) = match r {
@@ -542,15 +658,26 @@ pub unsafe extern "C" fn twinpage_bt_errmsg(c: *mut TpConn) -> *const c_char {
     unsafe { conn(c) }.err.as_ptr()
 }
 
-/// Begin a read (0) or write (1, 2) transaction.
+/// Begin a read (0) or write (1; 2 EXCLUSIVE, 3 IMMEDIATE) transaction,
+/// in or outside an explicit transaction, waiting at most `busy_ms` for
+/// other writers.
 ///
 /// # Safety
 /// `c` is a live connection.
 #[no_mangle]
-pub unsafe extern "C" fn twinpage_bt_begin(c: *mut TpConn, wrflag: c_int) -> c_int {
+pub unsafe extern "C" fn twinpage_bt_begin(
+    c: *mut TpConn,
+    wrflag: c_int,
+    in_explicit_txn: c_int,
+    busy_ms: c_int,
+) -> c_int {
     // SAFETY: per the contract.
     let c = unsafe { conn(c) };
-    guard(|| c.begin(wrflag).unwrap_or_else(|e| c.fail(&e)))
+    let busy = Duration::from_millis(busy_ms.max(0) as u64);
+    guard(|| {
+        c.begin(wrflag, in_explicit_txn != 0, busy)
+            .unwrap_or_else(|e| c.fail(&e))
+    })
 }
 
 /// Commit (or end a read transaction).
@@ -562,7 +689,21 @@ pub unsafe extern "C" fn twinpage_bt_commit(c: *mut TpConn) -> c_int {
     // SAFETY: per the contract.
     let c = unsafe { conn(c) };
     guard(|| match std::mem::replace(&mut c.txn, Txn::None) {
-        Txn::Write { w, .. } => w.commit().map_or_else(|e| c.fail(&e), |()| SQLITE_OK),
+        // A failed commit has rolled the transaction back. SQLite keeps a
+        // transaction open after a plain SQLITE_BUSY at COMMIT, for the
+        // COMMIT to be retried, which would then commit nothing: a busy
+        // commit is reported as SQLITE_BUSY_SNAPSHOT (retry the
+        // transaction), which SQLite rolls back.
+        Txn::Write { w, .. } => w.commit().map_or_else(
+            |e| {
+                c.cache.forget();
+                match c.fail(&e) {
+                    SQLITE_BUSY => SQLITE_BUSY_SNAPSHOT,
+                    rc => rc,
+                }
+            },
+            |()| SQLITE_OK,
+        ),
         _ => SQLITE_OK,
     })
 }
@@ -578,7 +719,10 @@ pub unsafe extern "C" fn twinpage_bt_rollback(c: *mut TpConn, write_only: c_int)
     guard(|| {
         let _ = write_only;
         match std::mem::replace(&mut c.txn, Txn::None) {
-            Txn::Write { w, .. } => w.rollback().map_or_else(|e| c.fail(&e), |()| SQLITE_OK),
+            Txn::Write { w, .. } => {
+                c.cache.forget();
+                w.rollback().map_or_else(|e| c.fail(&e), |()| SQLITE_OK)
+            }
             _ => SQLITE_OK,
         }
     })
@@ -593,7 +737,7 @@ pub unsafe extern "C" fn twinpage_bt_txn_state(c: *mut TpConn) -> c_int {
     // SAFETY: per the contract.
     match unsafe { &conn(c).txn } {
         Txn::None => 0,
-        Txn::Read(_) => 1,
+        Txn::Read(_) | Txn::Write { reading: true, .. } => 1,
         Txn::Write { .. } => 2,
     }
 }
@@ -608,7 +752,7 @@ pub unsafe extern "C" fn twinpage_bt_savepoints_open(c: *mut TpConn, n: c_int) -
     let c = unsafe { conn(c) };
     guard(|| {
         let r = (|| -> twinpage::Result<()> {
-            if let Txn::Write { w, sps } = &mut c.txn {
+            if let Txn::Write { w, sps, .. } = &mut c.txn {
                 while sps.len() < n as usize + 1 {
                     sps.push(w.savepoint()?);
                 }
@@ -629,7 +773,7 @@ pub unsafe extern "C" fn twinpage_bt_savepoint(c: *mut TpConn, op: c_int, i: c_i
     let c = unsafe { conn(c) };
     guard(|| {
         let r = (|| -> twinpage::Result<()> {
-            let Txn::Write { w, sps } = &mut c.txn else {
+            let Txn::Write { w, sps, .. } = &mut c.txn else {
                 return Ok(());
             };
             let idx = (i + 1).max(0) as usize;
@@ -642,6 +786,7 @@ pub unsafe extern "C" fn twinpage_bt_savepoint(c: *mut TpConn, op: c_int, i: c_i
                     sps.truncate(idx);
                 }
                 SAVEPOINT_ROLLBACK => {
+                    c.cache.forget();
                     w.rollback_to(sps[idx])?;
                     sps.truncate(idx + 1);
                 }
@@ -683,6 +828,12 @@ pub unsafe extern "C" fn twinpage_bt_update_meta(c: *mut TpConn, idx: c_int, v: 
         let r = c
             .writer()
             .and_then(|w| w.put(META_TABLE, &[idx as u8], &v.to_be_bytes()));
+        if let Some(m) = usize::try_from(idx)
+            .ok()
+            .and_then(|i| c.cache.meta.get_mut(i))
+        {
+            *m = r.is_ok().then_some(v);
+        }
         r.map_or_else(|e| c.fail(&e), |()| SQLITE_OK)
     })
 }
@@ -716,13 +867,22 @@ pub unsafe extern "C" fn twinpage_bt_create_table(
                 if id.0 == 1 {
                     return Ok(1);
                 }
+                if c.cache.tables.get(&id.0).is_some_and(|e| e.1) {
+                    return Ok(id.0);
+                }
                 // Trees with entries keep their order (an index reopened).
                 match c.writer()?.set_key_order(id, spec) {
-                    Ok(_) | Err(Error::InvalidArgument(_)) => Ok(id.0),
+                    Ok(t) => {
+                        c.cache.tables.insert(id.0, (t, true));
+                        Ok(id.0)
+                    }
+                    Err(Error::InvalidArgument(_)) => Ok(id.0),
                     Err(e) => Err(e),
                 }
             } else {
-                Ok(c.writer()?.create_table_id(spec)?.id().0)
+                let id = c.writer()?.create_table_id(spec)?.id().0;
+                c.cache.tables.remove(&id);
+                Ok(id)
             }
         })();
         match r {
@@ -745,6 +905,7 @@ pub unsafe extern "C" fn twinpage_bt_drop_table(c: *mut TpConn, itable: c_uint) 
     // SAFETY: per the contract.
     let c = unsafe { conn(c) };
     guard(|| {
+        c.cache.tables.remove(&itable);
         let r = c.writer().and_then(|w| w.drop_table_id(TableId(itable)));
         r.map_or_else(|e| c.fail(&e), |_| SQLITE_OK)
     })
@@ -1054,50 +1215,64 @@ impl TpCur {
         unsafe { &mut *self.conn }
     }
 
-    /// The open table, resolved on first use (the schema table may be
-    /// created after the cursor opened).
-    fn table(&mut self) -> twinpage::Result<Option<(Table, &mut Cursor)>> {
-        if self.table.is_none() {
+    /// The cursor, its table resolved on first use (the schema table may
+    /// be created after the cursor opened); `None`: a schema table not
+    /// created yet, which reads as empty.
+    fn cursor(&mut self) -> twinpage::Result<Option<&mut Cursor>> {
+        if self.cursor.is_none() {
             let itable = self.itable;
-            let c = self.conn();
-            let Some(id) = c.table_id(itable)? else {
+            let Some(mut t) = self.conn().cached_table(itable)? else {
                 return Ok(None);
             };
-            let mut t = c.open_table(id)?;
             if let Some(o) = &self.order {
                 t = t.with_order(o.clone());
             }
             self.cursor = Some(t.cursor());
             self.table = Some(t);
         }
-        let t = self.table.clone().expect("resolved");
-        Ok(Some((t, self.cursor.as_mut().expect("with the table"))))
+        Ok(self.cursor.as_mut())
     }
 
-    /// Copy the entry under the cursor into `buf` and describe it.
+    /// The cursor's table (after [`TpCur::cursor`] resolved it).
+    fn table(&mut self) -> twinpage::Result<Option<Table>> {
+        self.cursor()?;
+        Ok(self.table.clone())
+    }
+
+    /// Describe the entry under the cursor: its payload is pointed at
+    /// where it lies (an inline value in the cursor's leaf, an index key
+    /// in the cursor), copied only from an overflow chain.
     fn fill(&mut self, row: &mut TpRow) -> twinpage::Result<()> {
         let conn = self.conn;
         // SAFETY: see `conn`.
         let view = unsafe { &*conn }.view()?;
         self.generation = view.generation();
+        self.valid = false;
+        self.n_data = 0;
         let Some(cur) = self.cursor.as_mut() else {
-            self.valid = false;
             self.describe(row);
             return Ok(());
         };
-        self.valid = false;
-        if let Some(k) = cur.key() {
-            if self.intkey {
+        if self.intkey {
+            if let Some(k) = cur.key() {
                 self.key = keys::decode_i64(k).ok_or_else(|| {
                     Error::corrupt("database", self.itable, "rowid key is not 8 bytes")
                 })?;
-                let buf = &mut self.buf;
-                buf.clear();
-                cur.value_with(view, &mut |v| buf.extend_from_slice(v))?;
-            } else {
-                self.buf.clear();
-                self.buf.extend_from_slice(k);
+                self.valid = true;
+                match cur.value_in_place(view)? {
+                    Some(ValueAt::Inline(v)) => (self.data, self.n_data) = (v.as_ptr(), v.len()),
+                    Some(ValueAt::Overflow(_)) => {
+                        let buf = &mut self.buf;
+                        buf.clear();
+                        cur.value_with(view, &mut |v| buf.extend_from_slice(v))?;
+                        (self.data, self.n_data) = (buf.as_ptr(), buf.len());
+                    }
+                    // Deleted by this transaction: no payload.
+                    None => {}
+                }
             }
+        } else if let Some(k) = cur.key() {
+            (self.data, self.n_data) = (k.as_ptr(), k.len());
             self.valid = true;
         }
         self.describe(row);
@@ -1107,8 +1282,12 @@ impl TpCur {
     fn describe(&self, row: &mut TpRow) {
         row.valid = self.valid as c_int;
         row.n_key = self.key;
-        row.data = self.buf.as_ptr();
-        row.n_data = self.buf.len() as c_uint;
+        row.data = if self.n_data == 0 {
+            self.buf.as_ptr()
+        } else {
+            self.data
+        };
+        row.n_data = self.n_data as c_uint;
     }
 }
 
@@ -1158,6 +1337,8 @@ pub unsafe extern "C" fn twinpage_bt_cursor(
             order,
             cursor: None,
             buf: Vec::new(),
+            data: std::ptr::null(),
+            n_data: 0,
             key: 0,
             valid: false,
             generation: 0,
@@ -1199,7 +1380,7 @@ fn move_cursor(
     guard(|| {
         let r = (|| {
             let view_conn = c.conn;
-            if let Some((_, cursor)) = c.table()? {
+            if let Some(cursor) = c.cursor()? {
                 // SAFETY: see TpCur::conn.
                 let view = unsafe { &*view_conn }.view()?;
                 f(cursor, view)?;
@@ -1269,7 +1450,7 @@ pub unsafe extern "C" fn twinpage_bt_seek_int(
         let r = (|| {
             let view_conn = c.conn;
             let mut found = None;
-            if let Some((_, cursor)) = c.table()? {
+            if let Some(cursor) = c.cursor()? {
                 // SAFETY: see TpCur::conn.
                 let view = unsafe { &*view_conn }.view()?;
                 found = cursor.seek(view, &keys::encode_i64(key))?;
@@ -1301,7 +1482,7 @@ pub unsafe extern "C" fn twinpage_bt_seek_probe(
         let r = (|| {
             let view_conn = c.conn;
             let mut found = None;
-            if let Some((_, cursor)) = c.table()? {
+            if let Some(cursor) = c.cursor()? {
                 // SAFETY: see TpCur::conn.
                 let view = unsafe { &*view_conn }.view()?;
                 found = cursor.seek_by(view, &mut |k| {
@@ -1338,18 +1519,17 @@ pub unsafe extern "C" fn twinpage_bt_sync(
             return SQLITE_OK;
         }
         let r = (|| {
-            let before = c.buf.clone();
-            let key_before = c.key;
             let view_conn = c.conn;
             let mut diff = true;
-            if let Some((_, cursor)) = c.table()? {
+            if let Some(cursor) = c.cursor()? {
                 // SAFETY: see TpCur::conn.
                 let view = unsafe { &*view_conn }.view()?;
-                // Reading the value revalidates; `None`: the entry is gone.
+                // Reading the value finds the key again; `None`: the entry
+                // is gone (it landed on a neighbour).
                 diff = cursor.value_len(view)?.is_none();
             }
             c.fill(row)?;
-            let same = !diff && c.valid && c.key == key_before && (c.intkey || c.buf == before);
+            let same = !diff && c.valid;
             // SAFETY: per the contract.
             unsafe {
                 *moved = 1;
@@ -1392,7 +1572,7 @@ pub unsafe extern "C" fn twinpage_bt_insert(
                 }
             };
             let intkey = c.intkey;
-            let (t, _) = c.table()?.ok_or_else(|| {
+            let t = c.table()?.ok_or_else(|| {
                 Error::InvalidArgument("insert into a table that does not exist".into())
             })?;
             let conn = c.conn();
@@ -1419,7 +1599,7 @@ pub unsafe extern "C" fn twinpage_bt_insert(
             }
             let kb = kb.to_vec();
             let view_conn = c.conn;
-            let (_, cursor) = c.table()?.expect("resolved above");
+            let cursor = c.cursor()?.expect("resolved above");
             if save_position != 0 {
                 // SAFETY: see TpCur::conn.
                 let view = unsafe { &*view_conn }.view()?;
@@ -1447,14 +1627,16 @@ pub unsafe extern "C" fn twinpage_bt_delete(c: *mut TpCur, row: *mut TpRow) -> c
     let (c, _row) = unsafe { (cur(c), &mut *row) };
     guard(|| {
         let r = (|| {
-            let (t, cursor) = c
+            let t = c
                 .table()?
                 .ok_or_else(|| Error::InvalidArgument("delete from a missing table".into()))?;
-            let key = cursor
-                .key()
-                .ok_or_else(|| Error::InvalidArgument("delete without a position".into()))?
-                .to_vec();
-            c.conn().writer()?.delete_in(&t, &key)?;
+            let key = c
+                .cursor
+                .as_ref()
+                .and_then(Cursor::key)
+                .ok_or_else(|| Error::InvalidArgument("delete without a position".into()))?;
+            // SAFETY: see TpCur::conn (the cursor is not the connection's).
+            unsafe { &mut *c.conn }.writer()?.delete_in(&t, key)?;
             Ok(())
         })();
         cur_result(c, r)
@@ -1472,7 +1654,7 @@ pub unsafe extern "C" fn twinpage_bt_count(c: *mut TpCur, n: *mut i64) -> c_int 
     guard(|| {
         let r = (|| {
             let k = match c.table()? {
-                Some((t, _)) => {
+                Some(t) => {
                     let view = c.conn().view()?;
                     twinpage::btree::count(view, t.id().0, &**t.order())?
                 }

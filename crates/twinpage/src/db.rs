@@ -4,6 +4,7 @@ use crate::base::{Durability, Synchronous};
 use crate::base::{Error, KeyOrders, Pgno, Result, BYTEWISE};
 use crate::btree::walk::{self, CheckReport};
 use crate::btree::{self, RangeIter, SplitPolicy, TreeConfig};
+use crate::cc::gate::{Entry, WriterGate};
 use crate::cc::Protocol;
 use crate::journal::{
     CheckpointInfo, CheckpointMode, JournalMode, ModeOptions, Recovery, TestFaults,
@@ -284,6 +285,11 @@ struct Inner {
     key_orders: Option<Arc<dyn KeyOrders>>,
     /// [`Db`] values sharing this open database.
     handles: AtomicUsize,
+    /// The protocol runs several write transactions at once.
+    multi_writer: bool,
+    /// Exclusive write transactions beside concurrent ones (only under a
+    /// multi-writer protocol).
+    gate: WriterGate,
 }
 
 /// Databases open in this process, by file system and path: a second
@@ -380,8 +386,11 @@ impl Db {
             key_orders: opts.key_orders.clone(),
         };
         let pager = Arc::new(Pager::open(vfs, &path, cfg)?);
+        let multi_writer = pager.locks().profile().multi_writer;
         Ok(Db {
             inner: Arc::new(Inner {
+                multi_writer,
+                gate: WriterGate::new(),
                 pager,
                 counters,
                 tree: opts.tree_config(),
@@ -487,13 +496,53 @@ impl Db {
     /// (zero: fail with [`Error::Busy`] at once, as a reader that wants to
     /// become a writer must, since the writer may be waiting for it).
     pub fn begin_write_within(&self, timeout: Duration) -> Result<WriteTxn> {
+        self.begin_write_as(Entry::Shared, timeout)
+    }
+
+    /// Whether write transactions run concurrently under this database's
+    /// protocol (`begin-concurrent`, `page-lock`, `2vto`...): then
+    /// [`Db::begin_write`] starts one beside the others, and
+    /// [`Db::begin_write_exclusive`] one that runs alone.
+    pub fn concurrent_writers(&self) -> bool {
+        self.inner.multi_writer
+    }
+
+    /// Start a write transaction that runs alone: no other write
+    /// transaction of this database is open while it is (SQL's BEGIN
+    /// IMMEDIATE and EXCLUSIVE). Under a one-writer protocol that is every
+    /// write transaction; under a concurrent one it waits, up to the busy
+    /// timeout, for the open ones to end and holds new ones back until it
+    /// ends (`cc::gate`). Readers are not affected.
+    pub fn begin_write_exclusive(&self) -> Result<WriteTxn> {
+        self.begin_write_exclusive_within(self.inner.pager.busy_timeout())
+    }
+
+    /// [`Db::begin_write_exclusive`], waiting at most `timeout`.
+    pub fn begin_write_exclusive_within(&self, timeout: Duration) -> Result<WriteTxn> {
+        self.begin_write_as(Entry::Alone, timeout)
+    }
+
+    fn begin_write_as(&self, how: Entry, timeout: Duration) -> Result<WriteTxn> {
         let inner = &self.inner;
         let pager = &inner.pager;
-        pager.locks().begin_write(timeout)?;
+        let gate = inner.multi_writer.then_some(how);
+        if let Some(how) = gate {
+            inner.gate.enter(how, timeout)?;
+        }
+        let leave = || {
+            if let Some(how) = gate {
+                inner.gate.leave(how);
+            }
+        };
+        if let Err(e) = pager.locks().begin_write(timeout) {
+            leave();
+            return Err(e);
+        }
         let st = match pager.begin_write() {
             Ok(st) => st,
             Err(e) => {
                 pager.locks().end_write();
+                leave();
                 return Err(e);
             }
         };
@@ -506,6 +555,7 @@ impl Db {
             io_start: inner.counters.snapshot(),
             failed: None,
             savepoints: Vec::new(),
+            gate,
         })
     }
 
@@ -813,6 +863,8 @@ pub struct WriteTxn {
     failed: Option<String>,
     /// Open savepoints, oldest first.
     savepoints: Vec<Savepoint>,
+    /// How it entered the writer gate (multi-writer protocols).
+    gate: Option<Entry>,
 }
 
 impl WriteTxn {
@@ -825,14 +877,22 @@ impl WriteTxn {
         }
     }
 
+    // Matches, not `ok_or(Error::AlreadyFinished)`: building and dropping
+    // an error on every call costs a SQL cursor's every row.
     fn pages(&self) -> Result<&WritePages> {
         self.aborted()?;
-        self.pages.as_ref().ok_or(Error::AlreadyFinished)
+        match &self.pages {
+            Some(p) => Ok(p),
+            None => Err(Error::AlreadyFinished),
+        }
     }
 
     fn pages_mut(&mut self) -> Result<&mut WritePages> {
         self.aborted()?;
-        self.pages.as_mut().ok_or(Error::AlreadyFinished)
+        match &mut self.pages {
+            Some(p) => Ok(p),
+            None => Err(Error::AlreadyFinished),
+        }
     }
 
     /// Remember a failure that may have left partial changes. Errors
@@ -996,6 +1056,7 @@ impl WriteTxn {
         let pages = self.pages.take().ok_or(Error::AlreadyFinished)?;
         let r = pages.commit_tid();
         self.db.pager.locks().end_write();
+        self.leave_gate();
         if r.is_ok() {
             *self.db.last_commit_io.lock() = self.db.counters.snapshot() - self.io_start;
         }
@@ -1012,9 +1073,16 @@ impl WriteTxn {
             Some(p) => {
                 let r = p.rollback();
                 self.db.pager.locks().end_write();
+                self.leave_gate();
                 r
             }
             None => Ok(()),
+        }
+    }
+
+    fn leave_gate(&mut self) {
+        if let Some(how) = self.gate.take() {
+            self.db.gate.leave(how);
         }
     }
 }

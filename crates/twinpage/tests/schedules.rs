@@ -23,6 +23,11 @@
 //!   sleep no transaction aborts twice (`second_aborts == 0`,
 //!   `max_aborts_per_txn <= 1`); FUW and NS may abort more.
 //!
+//! - **the writer gate** (`cc/gate.rs`): G1, an exclusive writer is never
+//!   in the gate beside another writer (a ghost of who is inside, threads
+//!   entering shared or alone at random); G2, a concurrent writer that
+//!   arrives while an exclusive one waits enters after it.
+//!
 //! Run: `cargo test -p twinpage --features shuttle --test schedules`
 //! (`SHUTTLE_SCALE=10` for ten times the schedules).
 
@@ -33,6 +38,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use twinpage::base::sync::Mutex;
+use twinpage::cc::gate::{Entry, WriterGate};
 use twinpage::cc::pagelock::{Granularity, PageLocks};
 use twinpage::cc::twovto::{Rule, TwoVto};
 use twinpage::cc::{CommitCheck, LockManager, Txn};
@@ -467,4 +473,125 @@ fn protocol_round_fixed(
     }
     assert_eq!(store.lock().current(2), 2, "an increment was lost");
     lm.stats().into_iter().collect()
+}
+
+/// Who is inside the gate, per the callers.
+#[derive(Default)]
+struct GateGhost {
+    shared: usize,
+    alone: usize,
+}
+
+fn gate_g1_round(threads: usize, steps: usize) {
+    let gate = Arc::new(WriterGate::new());
+    let ghost = Arc::new(Mutex::new(GateGhost::default()));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (gate, ghost) = (gate.clone(), ghost.clone());
+            shuttle::thread::spawn(move || {
+                let mut rng = shuttle::rand::thread_rng();
+                for _ in 0..steps {
+                    let how = if rng.next_u32().is_multiple_of(3) {
+                        Entry::Alone
+                    } else {
+                        Entry::Shared
+                    };
+                    gate.enter(how, T).expect("no timeout under shuttle");
+                    {
+                        let mut g = ghost.lock();
+                        match how {
+                            Entry::Alone => {
+                                assert_eq!(
+                                    (g.shared, g.alone),
+                                    (0, 0),
+                                    "G1: an exclusive writer beside others"
+                                );
+                                g.alone += 1;
+                            }
+                            Entry::Shared => {
+                                assert_eq!(g.alone, 0, "G1: a writer beside an exclusive one");
+                                g.shared += 1;
+                            }
+                        }
+                    }
+                    // Others may run while this one is inside.
+                    shuttle::thread::yield_now();
+                    {
+                        let mut g = ghost.lock();
+                        match how {
+                            Entry::Alone => g.alone -= 1,
+                            Entry::Shared => g.shared -= 1,
+                        }
+                    }
+                    gate.leave(how);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(gate.exclusive_waiting(), 0);
+}
+
+#[test]
+fn gate_g1_random_schedules() {
+    shuttle::check_random(|| gate_g1_round(3, 4), 3000 * scale());
+}
+
+#[test]
+fn gate_g1_pct_schedules() {
+    shuttle::check_pct(|| gate_g1_round(3, 3), 3000 * scale(), 3);
+}
+
+/// Order in which the writers entered.
+type GateLog = Arc<Mutex<Vec<&'static str>>>;
+
+/// A concurrent writer S1 is inside; an exclusive writer E comes and
+/// waits; only then does a second concurrent writer S2 try to enter. S1
+/// leaves at any point after S2 was started. G2: E enters before S2.
+fn gate_g2_round() {
+    let gate = Arc::new(WriterGate::new());
+    let log: GateLog = Arc::default();
+    gate.enter(Entry::Shared, T).unwrap(); // S1
+    let e = {
+        let (gate, log) = (gate.clone(), log.clone());
+        shuttle::thread::spawn(move || {
+            gate.enter(Entry::Alone, T).unwrap();
+            log.lock().push("E");
+            gate.leave(Entry::Alone);
+        })
+    };
+    // E cannot enter while S1 is inside: once it counts as waiting, it
+    // waits until S1 leaves.
+    while gate.exclusive_waiting() == 0 {
+        shuttle::thread::yield_now();
+    }
+    let s2 = {
+        let (gate, log) = (gate.clone(), log.clone());
+        shuttle::thread::spawn(move || {
+            gate.enter(Entry::Shared, T).unwrap();
+            log.lock().push("S2");
+            gate.leave(Entry::Shared);
+        })
+    };
+    shuttle::thread::yield_now();
+    gate.leave(Entry::Shared); // S1
+    e.join().unwrap();
+    s2.join().unwrap();
+    assert_eq!(
+        *log.lock(),
+        ["E", "S2"],
+        "G2: a concurrent writer went ahead of a waiting exclusive one"
+    );
+}
+
+#[test]
+fn gate_g2_random_schedules() {
+    shuttle::check_random(gate_g2_round, 3000 * scale());
+}
+
+#[test]
+fn gate_g2_pct_schedules() {
+    shuttle::check_pct(gate_g2_round, 3000 * scale(), 3);
 }

@@ -33,9 +33,13 @@ pub struct TraceArgs {
     #[arg(long)]
     pub compare: bool,
     /// Engines: `sqlite:MODE` (stock SQLite's journal modes) and
-    /// `twinpage:MODE` (twinpage-SQL); default: sqlite:wal, sqlite:persist
-    /// and every twinpage mode.
-    #[arg(long, value_delimiter = ',')]
+    /// `twinpage:MODE[,concurrency=PROTOCOL]` (twinpage-SQL, in a mode and
+    /// one of the concurrency protocols its registry entry allows, e.g.
+    /// `twinpage:ips,concurrency=2vto`; a plain BEGIN then runs beside
+    /// other writers); comma-separated or repeated. Default: sqlite:wal,
+    /// sqlite:persist and every twinpage mode with every protocol it
+    /// allows.
+    #[arg(long)]
     pub engines: Vec<String>,
     /// PRAGMA synchronous for every engine.
     #[arg(long, default_value = "full")]
@@ -58,32 +62,78 @@ const FOREIGN_KEYS: &str = "PRAGMA foreign_keys=OFF;";
 pub enum Side {
     /// Stock SQLite (rusqlite), in one of its journal modes.
     Sqlite(String),
-    /// twinpage-SQL in a twinpage mode.
-    Twinpage(String),
+    /// twinpage-SQL in a twinpage mode, under a concurrency protocol
+    /// (`None`: the mode's default).
+    Twinpage(String, Option<twinpage::cc::Protocol>),
 }
 
 impl Side {
-    /// Parse `sqlite:MODE` or `twinpage:MODE`.
+    /// Parse `sqlite:MODE` or `twinpage:MODE[,concurrency=PROTOCOL]`; the
+    /// protocol must be one the mode's registry entry allows.
     pub fn parse(s: &str) -> Result<Side, String> {
         match s.split_once(':') {
             Some(("sqlite", m)) => Ok(Side::Sqlite(m.to_string())),
-            Some(("twinpage", m)) => {
-                m.parse::<twinpage::JournalMode>()
+            Some(("twinpage", spec)) => {
+                let (m, opt) = match spec.split_once(',') {
+                    Some((m, o)) => (m, Some(o)),
+                    None => (spec, None),
+                };
+                let mode = m
+                    .parse::<twinpage::JournalMode>()
                     .map_err(|e| e.to_string())?;
-                Ok(Side::Twinpage(m.to_string()))
+                let protocol = match opt.map(|o| o.split_once('=')) {
+                    None => None,
+                    Some(Some(("concurrency", p))) => {
+                        let p = p
+                            .parse::<twinpage::cc::Protocol>()
+                            .map_err(|e| e.to_string())?;
+                        if !mode.spec().protocols.contains(&p) {
+                            return Err(format!("engine {s:?}: {mode} does not run {p}"));
+                        }
+                        Some(p)
+                    }
+                    Some(_) => {
+                        return Err(format!(
+                            "engine {s:?}: expected twinpage:MODE,concurrency=PROTOCOL"
+                        ))
+                    }
+                };
+                Ok(Side::Twinpage(m.to_string(), protocol))
             }
             _ => Err(format!(
-                "engine {s:?}: expected sqlite:MODE or twinpage:MODE"
+                "engine {s:?}: expected sqlite:MODE or twinpage:MODE[,concurrency=PROTOCOL]"
             )),
         }
     }
 
-    /// `sqlite:wal`, `twinpage:dhl-cc`.
+    /// `sqlite:wal`, `twinpage:dhl-cc`, `twinpage:ips,concurrency=2vto`.
     pub fn name(&self) -> String {
         match self {
             Side::Sqlite(m) => format!("sqlite:{m}"),
-            Side::Twinpage(m) => format!("twinpage:{m}"),
+            Side::Twinpage(m, None) => format!("twinpage:{m}"),
+            Side::Twinpage(m, Some(p)) => format!("twinpage:{m},concurrency={p}"),
         }
+    }
+
+    /// The database file's name in the work directory.
+    fn file_name(&self) -> String {
+        format!("{}.db", self.name().replace([':', ',', '='], "-"))
+    }
+
+    /// The engines of `--engines` values: comma-separated lists in which
+    /// `name=value` belongs to the engine before it.
+    pub fn parse_list(args: &[String]) -> Result<Vec<Side>, String> {
+        let mut specs: Vec<String> = Vec::new();
+        for part in args.iter().flat_map(|a| a.split(',')) {
+            match specs.last_mut() {
+                Some(last) if part.contains('=') && !part.contains(':') => {
+                    last.push(',');
+                    last.push_str(part);
+                }
+                _ => specs.push(part.to_string()),
+            }
+        }
+        specs.iter().map(|s| Side::parse(s)).collect()
     }
 }
 
@@ -160,11 +210,14 @@ impl Conn {
                 .map_err(|e| e.to_string())?;
                 Ok(Conn::Sqlite(c))
             }
-            Side::Twinpage(mode) => {
-                let uri = format!(
+            Side::Twinpage(mode, protocol) => {
+                let mut uri = format!(
                     "file:{}?journal_mode={mode}&synchronous={sync}",
                     path.display()
                 );
+                if let Some(p) = protocol {
+                    uri.push_str(&format!("&concurrency={p}"));
+                }
                 let c = twinpage_sql::Connection::open(uri).map_err(|e| e.to_string())?;
                 c.busy_timeout(5000);
                 c.execute_batch(FOREIGN_KEYS).map_err(|e| e.to_string())?;
@@ -326,6 +379,8 @@ pub fn replay(conn: &Conn, stmts: &[String], keep: bool) -> Replay {
                 r.retries += 1;
                 if let Some((b, k)) = txn_start.take() {
                     let _ = conn.run("ROLLBACK");
+                    // The transaction's statements run again: counted once.
+                    r.statements -= (i - b) as u64;
                     i = b;
                     r.outcomes.truncate(k);
                 }
@@ -384,7 +439,7 @@ pub fn serial_outcomes(
     work: &Path,
     sync: &str,
 ) -> Result<SerialRun, String> {
-    let path = work.join(format!("{}.db", side.name().replace(':', "-")));
+    let path = work.join(side.file_name());
     load(side, &path, dir, sync)?;
     let conn = Conn::open(side, &path, sync)?;
     let mut all = Vec::new();
@@ -444,7 +499,7 @@ struct Measured {
 fn twinpage_io(side: &Side, path: &Path) -> Option<twinpage::Db> {
     // A handle on the database the SQL connections opened (one process
     // shares one open database), for its I/O counters.
-    let Side::Twinpage(m) = side else {
+    let Side::Twinpage(m, _) = side else {
         return None;
     };
     let mode: twinpage::JournalMode = m.parse().ok()?;
@@ -454,13 +509,13 @@ fn twinpage_io(side: &Side, path: &Path) -> Option<twinpage::Db> {
 fn io_now(side: &Side, handle: Option<&twinpage::Db>) -> IoSnapshot {
     match (side, handle) {
         (Side::Sqlite(_), _) => vfs::snapshot(),
-        (Side::Twinpage(_), Some(db)) => db.io_counters(),
+        (Side::Twinpage(..), Some(db)) => db.io_counters(),
         _ => IoSnapshot::default(),
     }
 }
 
 fn measure(a: &TraceArgs, side: &Side, work: &Path) -> Result<Measured, String> {
-    let path = work.join(format!("{}.db", side.name().replace(':', "-")));
+    let path = work.join(side.file_name());
     load(side, &path, &a.dir, &a.synchronous)?;
     blockdev::isolate();
     let files = benchset(&a.dir)?;
@@ -528,13 +583,15 @@ fn measure(a: &TraceArgs, side: &Side, work: &Path) -> Result<Measured, String> 
     Ok(m)
 }
 
+/// Stock SQLite WAL and persist, and every twinpage mode with every
+/// protocol its registry entry allows (the first, its default, unnamed).
 fn default_sides() -> Vec<Side> {
     let mut v = vec![Side::Sqlite("wal".into()), Side::Sqlite("persist".into())];
-    v.extend(
-        twinpage::JournalMode::ALL
-            .iter()
-            .map(|m| Side::Twinpage(m.name().to_string())),
-    );
+    for m in twinpage::JournalMode::ALL {
+        for (i, &p) in m.spec().protocols.iter().enumerate() {
+            v.push(Side::Twinpage(m.name().to_string(), (i > 0).then_some(p)));
+        }
+    }
     v
 }
 
@@ -544,11 +601,7 @@ pub fn run(a: &TraceArgs) -> Result<(), BenchError> {
     let sides: Vec<Side> = if a.engines.is_empty() {
         default_sides()
     } else {
-        a.engines
-            .iter()
-            .map(|s| Side::parse(s))
-            .collect::<Result<_, _>>()
-            .map_err(BenchError::Msg)?
+        Side::parse_list(&a.engines).map_err(BenchError::Msg)?
     };
     let _image;
     let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tempdir".into(), e))?;
@@ -583,7 +636,7 @@ pub fn run(a: &TraceArgs) -> Result<(), BenchError> {
             .filter(|o| matches!(o, Outcome::Rows(_)))
             .count();
         let mut failed = false;
-        for side in sides.iter().filter(|s| matches!(s, Side::Twinpage(_))) {
+        for side in sides.iter().filter(|s| matches!(s, Side::Twinpage(..))) {
             let run =
                 serial_outcomes(side, &a.dir, &work, &a.synchronous).map_err(BenchError::Msg)?;
             match first_difference(&reference, &run) {

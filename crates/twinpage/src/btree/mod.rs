@@ -23,7 +23,7 @@ mod stable;
 pub mod walk;
 
 pub use cursor::RangeIter;
-pub use stable::{count, Cursor};
+pub use stable::{count, Cursor, ValueAt};
 
 use crate::base::{Error, KeyOrder, Pgno, Result};
 use crate::node::{overflow_key_local, Bytes, InteriorCell, LeafCell, Node, Value};

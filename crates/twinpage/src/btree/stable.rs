@@ -13,7 +13,7 @@
 
 use super::{child_at, read_value, MAX_DEPTH};
 use crate::base::{Error, KeyOrder, Pgno, Result};
-use crate::node::{Bytes, Node, Value};
+use crate::node::{Bytes, LeafCell, Node, Value};
 use crate::page::PageRead;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -32,6 +32,18 @@ pub struct Cursor {
     /// After finding its key again: 1 if it landed past a deleted entry
     /// (the next `next` stays), -1 if before it (the next `prev` stays).
     skip: i8,
+}
+
+/// Where the value of a cursor's entry lies ([`Cursor::value_in_place`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueAt<'a> {
+    /// Inline, in the cursor's leaf: the bytes stay valid (the cursor
+    /// holds the leaf) until the cursor moves or finds its key again
+    /// after a change.
+    Inline(&'a [u8]),
+    /// In an overflow chain of this many bytes: read it with
+    /// [`Cursor::value_with`].
+    Overflow(u64),
 }
 
 /// How a key compares with the target of a seek.
@@ -278,6 +290,19 @@ impl Cursor {
         self.key.as_deref()
     }
 
+    /// The entry's cell in the cursor's leaf, found again after a change;
+    /// `None` if the cursor points at no entry, or its entry was deleted.
+    fn entry(&mut self, p: &dyn PageRead) -> Result<Option<&LeafCell>> {
+        self.revalidate(p)?;
+        if self.skip != 0 {
+            return Ok(None);
+        }
+        match self.leaf.as_deref() {
+            Some(Node::Leaf(cells)) => Ok(cells.get(self.pos)),
+            _ => Ok(None),
+        }
+    }
+
     /// Run `f` on the value of the entry (an inline value without a copy);
     /// `None` if the cursor points at no entry, or its entry was deleted.
     pub fn value_with<T>(
@@ -285,14 +310,7 @@ impl Cursor {
         p: &dyn PageRead,
         f: &mut dyn FnMut(&[u8]) -> T,
     ) -> Result<Option<T>> {
-        self.revalidate(p)?;
-        if self.skip != 0 {
-            return Ok(None);
-        }
-        let Some(Node::Leaf(cells)) = self.leaf.as_deref() else {
-            return Ok(None);
-        };
-        let Some(c) = cells.get(self.pos) else {
+        let Some(c) = self.entry(p)? else {
             return Ok(None);
         };
         match &c.value {
@@ -304,6 +322,15 @@ impl Cursor {
         }
     }
 
+    /// The value of the entry where it lies, without a copy (see
+    /// [`ValueAt`]); `None` as for [`Cursor::value_with`].
+    pub fn value_in_place(&mut self, p: &dyn PageRead) -> Result<Option<ValueAt<'_>>> {
+        Ok(self.entry(p)?.map(|c| match &c.value {
+            Value::Inline(v) => ValueAt::Inline(v.as_slice()),
+            Value::Overflow { len, .. } => ValueAt::Overflow(*len),
+        }))
+    }
+
     /// The value of the entry (see [`Cursor::value_with`]).
     pub fn value(&mut self, p: &dyn PageRead) -> Result<Option<Vec<u8>>> {
         self.value_with(p, &mut |v| v.to_vec())
@@ -311,14 +338,7 @@ impl Cursor {
 
     /// The length of the entry's value without reading an overflow chain.
     pub fn value_len(&mut self, p: &dyn PageRead) -> Result<Option<u64>> {
-        self.revalidate(p)?;
-        if self.skip != 0 {
-            return Ok(None);
-        }
-        let Some(Node::Leaf(cells)) = self.leaf.as_deref() else {
-            return Ok(None);
-        };
-        Ok(cells.get(self.pos).map(|c| match &c.value {
+        Ok(self.entry(p)?.map(|c| match &c.value {
             Value::Inline(v) => v.len() as u64,
             Value::Overflow { len, .. } => *len,
         }))

@@ -9,6 +9,7 @@
 //! page-level protocols additionally see every page read and write through
 //! the hooks documented in ARCHITECTURE.md.
 
+pub mod gate;
 pub mod optimistic;
 pub mod pagelock;
 pub mod twovto;
