@@ -60,6 +60,7 @@ fn options_are_parsed_and_checked() {
     for bad in [
         ("wal_autocheckpoint", "x"),
         ("preallocate", "maybe"),
+        ("checkpoint_step", "many"),
         ("no_such_option", "1"),
     ] {
         match Db::open(PATH, wal_opts(&vfs, Synchronous::Full, 4096, &[bad])) {
@@ -292,6 +293,18 @@ fn random_readers_keep_their_snapshots() {
             ("wal_autocheckpoint", "16"),
             ("concurrency", "begin-concurrent"),
         ],
+        &[("wal_autocheckpoint", "16"), ("checkpoint_step", "2")],
+        &[
+            ("wal_autocheckpoint", "16"),
+            ("checkpoint_step", "1"),
+            ("delayed_checkpoint", "1"),
+        ],
+        &[
+            ("wal_autocheckpoint", "16"),
+            ("checkpoint_step", "2"),
+            ("concurrency", "begin-concurrent"),
+        ],
+        &[("wal_autocheckpoint", "16"), ("checkpoint_step", "0")],
     ];
     for seed in 0..seeds {
         for cfg in configs {
@@ -357,10 +370,17 @@ fn random_readers(seed: u64, cfg: &[(&str, &str)]) {
             }
         }
     }
+    // Whole checkpoints: one window plus the commit that crossed it. In
+    // steps (W7) the windows that follow the first add at most about as
+    // much again as it held, plus a few commits.
+    let stepping = !cfg.contains(&("checkpoint_step", "0"));
+    let bound = if stepping { 2 * 16 + 4 * 30 } else { 16 + 30 };
     assert!(
-        stat(&db, "wal_max_frames") < 16 + 30,
-        "{}",
-        stat(&db, "wal_max_frames")
+        stat(&db, "wal_max_frames") < bound,
+        "{cfg:?} seed {seed}: {} frames, {} checkpoints in {} steps",
+        stat(&db, "wal_max_frames"),
+        stat(&db, "checkpoints"),
+        stat(&db, "checkpoint_steps")
     );
     for (r, m) in readers {
         assert_eq!(view(&r), m);
@@ -424,6 +444,14 @@ fn journal_size_limit_truncates_the_log_at_restart() {
     }
     t.commit().unwrap();
     assert!(wal_len(&vfs).unwrap() > 100_000);
+    // The checkpoint of the big commit takes a step per commit (W4); the
+    // log is cut to the limit at the restart behind the last one.
+    let mut n = 0;
+    while stat(&db, "restarts") == 0 {
+        db.put("t", b"a", &n.to_string().into_bytes()).unwrap();
+        n += 1;
+        assert!(n < 100, "no restart after {n} commits");
+    }
     db.put("t", b"a", b"b").unwrap();
     assert!(wal_len(&vfs).unwrap() <= 8192, "{:?}", wal_len(&vfs));
     let copy = vfs.duplicate();
@@ -444,6 +472,13 @@ fn crash_images_hold_the_committed_state() {
         &[("wal_autocheckpoint", "7"), ("preallocate", "1")],
         &[("wal_autocheckpoint", "7"), ("delayed_checkpoint", "1")],
         &[("wal_autocheckpoint", "5"), ("journal_size_limit", "0")],
+        &[("wal_autocheckpoint", "7"), ("checkpoint_step", "1")],
+        &[("wal_autocheckpoint", "7"), ("checkpoint_step", "0")],
+        &[
+            ("wal_autocheckpoint", "7"),
+            ("checkpoint_step", "2"),
+            ("delayed_checkpoint", "1"),
+        ],
     ];
     for sync in [Synchronous::Full, Synchronous::Normal, Synchronous::Off] {
         for cfg in configs {
@@ -501,6 +536,83 @@ fn crash_images_hold_the_committed_state() {
             let db = open(Path::new(PATH), o);
             assert_matches(&db, &one_table(&committed));
         }
+    }
+}
+
+/// W4-W7: a due checkpoint copies at most `checkpoint_step` pages per
+/// commit (or twice the frames published since its last step), the log
+/// restarts once a window is done, and every crash image between steps
+/// recovers the committed state.
+#[test]
+fn an_incremental_checkpoint_spreads_its_copy_over_commits() {
+    for delayed in ["0", "1"] {
+        let vfs = MemVfs::new();
+        let cfg = [
+            ("wal_autocheckpoint", "100"),
+            ("checkpoint_step", "8"),
+            ("delayed_checkpoint", delayed),
+        ];
+        let o = wal_opts(&vfs, Synchronous::Full, 512, &cfg);
+        let mut rows = BTreeMap::new();
+        {
+            // About 300 pages, checkpointed at close.
+            let db = open(Path::new(PATH), o.clone());
+            db.create_table("t").unwrap();
+            let mut t = db.begin_write().unwrap();
+            for i in 0..2000 {
+                t.put("t", &key(i), &[7; 60]).unwrap();
+                rows.insert(key(i), vec![7; 60]);
+            }
+            t.commit().unwrap();
+            db.close().unwrap();
+        }
+        let db = open(Path::new(PATH), o.clone());
+        let mut seed = 7u64;
+        let mut most = 0;
+        for step in 0..600u32 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = key(((seed >> 33) % 2000) as u32);
+            let before = stat(&db, "checkpoint_pages");
+            let v = vec![step as u8; 60];
+            db.put("t", &k, &v).unwrap();
+            rows.insert(k, v);
+            let copied = stat(&db, "checkpoint_pages") - before;
+            // A one-page commit publishes one frame: a step copies at most
+            // max(8, 2) pages, plus what the last step of a window takes
+            // in within the same budget.
+            assert!(copied <= 8, "delayed={delayed} step {step}: {copied} pages");
+            most = most.max(copied);
+            if step % 50 == 0 {
+                let copy = vfs.duplicate();
+                let db2 = open(
+                    Path::new(PATH),
+                    wal_opts(&copy, Synchronous::Full, 512, &cfg),
+                );
+                assert_matches(&db2, &one_table(&rows));
+                db2.check().unwrap();
+            }
+        }
+        assert_eq!(most, 8);
+        let (ckpts, steps) = (stat(&db, "checkpoints"), stat(&db, "checkpoint_steps"));
+        assert!(
+            ckpts >= 2 && steps >= 4 * ckpts,
+            "{ckpts} checkpoints in {steps} steps"
+        );
+        assert!(
+            stat(&db, "restarts") >= 2,
+            "the log restarts behind a window"
+        );
+        // The log never held much more than one window of 100 frames.
+        let most_frames = stat(&db, "wal_max_frames");
+        assert!((100..150).contains(&most_frames), "{most_frames} frames");
+        assert_eq!(stat(&db, "checkpoint_errors"), 0);
+        db.check().unwrap();
+        db.close().unwrap();
+        let db = open(Path::new(PATH), o);
+        assert_matches(&db, &one_table(&rows));
+        db.check().unwrap();
     }
 }
 

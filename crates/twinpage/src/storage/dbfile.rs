@@ -56,6 +56,19 @@ impl DbFile {
     pub fn write_page(&self, pgno: Pgno, data: &[u8]) -> Result<()> {
         self.file().write_at(data, self.offset(pgno))
     }
+
+    /// Write the images of consecutive pages from `first` in one call
+    /// (`data` holds a whole number of pages).
+    pub fn write_pages(&self, first: Pgno, data: &[u8]) -> Result<()> {
+        if first == 0 || !data.len().is_multiple_of(self.page_size) {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes from page {first} are not whole {}-byte pages",
+                data.len(),
+                self.page_size
+            )));
+        }
+        self.file().write_at(data, self.offset(first))
+    }
 }
 
 /// Take an exclusive advisory lock on `file`, retrying until `timeout`;

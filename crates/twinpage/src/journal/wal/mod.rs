@@ -30,7 +30,9 @@
 //! checkpointed before it would grow), `delayed_checkpoint` (the thesis:
 //! checkpoint only when `wal_autocheckpoint` frames have accumulated since
 //! the last one or on request, restart the log at the end of a checkpoint
-//! instead of checking before every append). The file format is in
+//! instead of checking before every append), `checkpoint_step` (pages an
+//! automatic checkpoint copies per commit, default 128; 0 = the whole
+//! checkpoint in the commit that made it due). The file format is in
 //! [`format`](mod@format) and docs/modes/wal.md.
 //!
 //! **The sequencer** (\[TH\] §4.3), for protocols with several writers
@@ -58,6 +60,33 @@
 //!   before it would grow, only when no commit is in flight (`quiesce`):
 //!   frames are never reserved in one generation and written in the
 //!   next.
+//!
+//! **The incremental checkpoint** (beyond SQLite and the papers; a
+//! *window* copies the committed frames below its end in steps, one step
+//! after each installed commit, so no commit pays for a whole checkpoint):
+//!
+//! - **W4** `backfill` moves to a window's end only when every page of the
+//!   window is in the database file and synced. Until then the log cannot
+//!   restart (a restart needs `backfill == mx`), so recovery replays every
+//!   frame of the window over whatever mixture of old and new images the
+//!   database file holds; the database's page 1 may carry the window's FCC
+//!   early, which recovery never trusts over a log that reaches it.
+//! - **W5** The log is durable up to a window's end before the window's
+//!   first page is written to the database file (as for a whole
+//!   checkpoint), and each step fdatasyncs the database file, spreading
+//!   the window's flush over its commits.
+//! - **W6** A failed step drops the window; the next window starts again
+//!   from `backfill` and rewrites every page of it, so a failed fdatasync
+//!   that dropped dirty pages is never followed by one that vouches for
+//!   them. A whole checkpoint (on request, at close, a full pre-allocated
+//!   log) supersedes a window in progress.
+//! - **W7** Each step copies at most max(`checkpoint_step`, 2 x the frames
+//!   published since the previous step) pages, the first step counting the
+//!   commit that made the window due, so a window ends after a bounded
+//!   number of commits; windows follow each other until everything
+//!   published is copied. The last step waits for the commits in flight
+//!   (W3) and takes in what was published during the window if that fits
+//!   the same budget, so the log restarts right behind it.
 
 pub mod format;
 mod retain;
@@ -95,6 +124,10 @@ const SAME_IMAGE_MAX_PAGES: usize = 16;
 /// beyond this many pages it frees them.
 const KEEP_INDEX_ENTRIES: usize = 1 << 16;
 
+/// Pages an automatic checkpoint copies per commit by default (W4): 512
+/// KiB of 4 KiB pages, about one fdatasync's worth on a phone's flash.
+const DEFAULT_CHECKPOINT_STEP: u32 = 128;
+
 /// Settings of the `wal` mode, parsed from [`ModeOptions`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalOptions {
@@ -110,6 +143,11 @@ pub struct WalOptions {
     /// Delayed checkpoint: no restart check per append; checkpoint when
     /// `autocheckpoint` frames accumulated since the last checkpoint.
     pub delayed_checkpoint: bool,
+    /// Incremental checkpoint: an automatic checkpoint copies at most this
+    /// many pages per commit (at least twice the frames published since
+    /// its previous step), W4-W7. 0: the whole checkpoint in the commit
+    /// that made it due, as SQLite does.
+    pub checkpoint_step: u32,
 }
 
 impl Default for WalOptions {
@@ -119,6 +157,7 @@ impl Default for WalOptions {
             journal_size_limit: None,
             preallocate: false,
             delayed_checkpoint: false,
+            checkpoint_step: DEFAULT_CHECKPOINT_STEP,
         }
     }
 }
@@ -130,6 +169,7 @@ impl WalOptions {
         "journal_size_limit",
         "preallocate",
         "delayed_checkpoint",
+        "checkpoint_step",
     ];
 
     /// Parse the mode's options; unknown names are rejected. Like SQLite,
@@ -144,6 +184,9 @@ impl WalOptions {
             journal_size_limit: u64::try_from(limit).ok(),
             preallocate: opts.flag_or("preallocate", false)?,
             delayed_checkpoint: opts.flag_or("delayed_checkpoint", false)?,
+            checkpoint_step: opts
+                .parse_or::<i64>("checkpoint_step", DEFAULT_CHECKPOINT_STEP as i64)?
+                .clamp(0, u32::MAX as i64) as u32,
         };
         if o.preallocate && o.autocheckpoint == 0 {
             return Err(Error::InvalidArgument(
@@ -179,6 +222,30 @@ struct InFlight {
     db_size: u32,
     /// (page, frame) of each of its frames.
     frames: Vec<(Pgno, u64)>,
+}
+
+/// One page a checkpoint copies into the database file: the version of
+/// `tid` in log frame `frame` (`None`: page 1 as the database file holds
+/// it, rewritten only to carry the exact FCC).
+#[derive(Debug, Clone, Copy)]
+struct CopyPage {
+    pgno: Pgno,
+    frame: Option<u64>,
+    tid: Tid,
+}
+
+/// An incremental checkpoint in progress (W4-W7): the committed frames
+/// below `end` are being copied, `todo[pos..]` still to go.
+#[derive(Debug, Default)]
+struct Window {
+    end: u64,
+    /// TID and database size of the last commit below `end`.
+    tid: Tid,
+    db_size: u32,
+    todo: Vec<CopyPage>,
+    pos: usize,
+    /// Page 1 was copied (the database file's FCC is `tid` once synced).
+    copied_p1: bool,
 }
 
 /// What readers consult: the wal-index.
@@ -238,6 +305,15 @@ struct Writer {
     which: Vec<usize>,
     frames: Vec<(Pgno, u64)>,
     buf: Vec<u8>,
+    /// The incremental checkpoint in progress (W4).
+    window: Option<Window>,
+    /// Windows follow each other until everything committed is copied
+    /// (W7), whether or not a checkpoint is due.
+    catch_up: bool,
+    /// `mx` when the window last took a step (W7's budget).
+    step_mark: u64,
+    /// Checkpoint copy buffer (runs of consecutive pages).
+    ckpt_buf: Vec<u8>,
 }
 
 impl Writer {
@@ -270,6 +346,10 @@ impl Writer {
             which: Vec::new(),
             frames: Vec::new(),
             buf: Vec::new(),
+            window: None,
+            catch_up: false,
+            step_mark: 0,
+            ckpt_buf: Vec::new(),
         };
         w.reseal();
         w
@@ -310,6 +390,8 @@ impl Writer {
         self.synced = 0;
         self.backfill = 0;
         self.commits.clear();
+        self.window = None;
+        self.catch_up = false;
         self.reseal();
     }
 }
@@ -321,6 +403,7 @@ struct Counters {
     backfilled: u64,
     max_frames: u64,
     checkpoints: u64,
+    checkpoint_steps: u64,
     checkpoint_pages: u64,
     checkpoints_blocked: u64,
     restarts: u64,
@@ -728,12 +811,180 @@ impl WalJournal {
         c.max_retained_bytes = c.max_retained_bytes.max(bytes as u64);
     }
 
+    /// The pages a checkpoint of the committed frames below `end` copies,
+    /// in page order: each page whose newest version below `end` is at or
+    /// after frame `from` (older ones the database file holds already),
+    /// within the database size `db_size` of the last commit below `end`.
+    /// With `fix_fcc`, page 1 is in the list even if it was not logged since
+    /// `from`, so that the database file gets the exact FCC `tid`.
+    fn checkpoint_todo(
+        &self,
+        from: u64,
+        end: u64,
+        db_size: Option<u32>,
+        fix_fcc: bool,
+        tid: Tid,
+    ) -> Vec<CopyPage> {
+        if end <= from && !fix_fcc {
+            // Nothing new: no need to scan the index.
+            return Vec::new();
+        }
+        let idx = self.idx.read();
+        let mut todo = Vec::new();
+        for (&pg, vs) in &idx.versions {
+            let n = vs.partition_point(|v| v.frame < end);
+            if n > 0 && vs[n - 1].frame >= from && db_size.is_none_or(|s| pg <= s) {
+                todo.push(CopyPage {
+                    pgno: pg,
+                    frame: Some(vs[n - 1].frame),
+                    tid: vs[n - 1].tid,
+                });
+            }
+        }
+        todo.sort_unstable_by_key(|t| t.pgno);
+        if fix_fcc && todo.first().is_none_or(|t| t.pgno != 1) {
+            let frame = idx.versions.get(&1).and_then(|vs| {
+                let n = vs.partition_point(|v| v.frame < end);
+                (n > 0).then(|| vs[n - 1].frame)
+            });
+            todo.insert(
+                0,
+                CopyPage {
+                    pgno: 1,
+                    frame,
+                    tid,
+                },
+            );
+        }
+        todo
+    }
+
+    /// Before the database file reflects frames below `end`, make them
+    /// durable: otherwise power loss could leave the database ahead of a log
+    /// that then overrides it with older versions.
+    fn sync_log_to(&self, w: &mut Writer, end: u64) -> Result<()> {
+        if end > w.synced && self.syncs() && !self.faults.skip_journal_sync {
+            w.file
+                .as_ref()
+                .expect("a log with frames is open")
+                .sync_data()?;
+            w.synced = w.mx;
+        }
+        Ok(())
+    }
+
+    /// Copy `pages` from the log into the database file, each run of
+    /// consecutive page numbers in one write; page 1 gets the FCC `tid`.
+    /// With `tracking`, an image an open snapshot still selects is kept in
+    /// memory before it is overwritten (R1).
+    fn copy_pages(
+        &self,
+        w: &mut Writer,
+        db: &DbFile,
+        pages: &[CopyPage],
+        tid: Tid,
+        readers: &[Tid],
+        tracking: bool,
+    ) -> Result<()> {
+        let ps = db.page_size;
+        let file = w.file.clone().expect("a log with frames is open");
+        let max_run = (WRITE_CHUNK / ps).max(1);
+        let mut buf = std::mem::take(&mut w.ckpt_buf);
+        let r = (|| {
+            let mut i = 0;
+            while i < pages.len() {
+                let first = pages[i].pgno;
+                let mut n = 1;
+                while i + n < pages.len()
+                    && n < max_run
+                    && pages[i + n].pgno as u64 == first as u64 + n as u64
+                {
+                    n += 1;
+                }
+                buf.resize(n * ps, 0);
+                for (t, page) in pages[i..i + n].iter().zip(buf.chunks_exact_mut(ps)) {
+                    if tracking {
+                        self.keep_db_image(db, t.pgno, readers, t.tid)?;
+                    }
+                    match t.frame {
+                        Some(f) => Self::read_frame(&file, f, t.pgno, page)?,
+                        None => db.read_page(t.pgno, page)?,
+                    }
+                    if t.pgno == 1 {
+                        // Commits that change only the FCC skip page 1; the
+                        // copy in the database file gets the exact one.
+                        let mut h = Header::read_from(page, &db.path.display().to_string())?;
+                        h.fcc = tid;
+                        h.write_to(page);
+                        seal_page1(page);
+                    }
+                }
+                db.write_pages(first, &buf[..n * ps])?;
+                i += n;
+            }
+            Ok(())
+        })();
+        w.ckpt_buf = buf;
+        r
+    }
+
+    /// The window's end is copied: shrink the database file to the size of
+    /// its last commit (keeping for older snapshots what they may still
+    /// read past that end, R1). Returns whether it shrank.
+    fn truncate_db(
+        &self,
+        db: &DbFile,
+        size: u32,
+        tid: Tid,
+        readers: &[Tid],
+        tracking: bool,
+    ) -> Result<bool> {
+        let ps = db.page_size as u64;
+        let dbf = db.file();
+        let len = dbf.len()?;
+        let want = size as u64 * ps;
+        if len > want {
+            if tracking {
+                let end = u32::try_from(len / ps).unwrap_or(u32::MAX);
+                for pg in size + 1..=end {
+                    self.keep_db_image(db, pg, readers, tid)?;
+                }
+            }
+            dbf.set_len(want)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Whether the checkpoint must track what it overwrites (R1): readers
+    /// are open or kept versions remain. Without readers, drops them all.
+    fn tracking(&self, readers: &[Tid]) -> bool {
+        let mut idx = self.idx.write();
+        if readers.is_empty() && !idx.retained.is_empty() {
+            idx.retained.clear();
+            self.note_retained(&idx);
+        }
+        !readers.is_empty() || !idx.retained.is_empty()
+    }
+
+    /// After a checkpoint or one of its steps: drop the kept versions no
+    /// open snapshot selects any more.
+    fn collect_retained(&self, readers: &[Tid]) {
+        let mut idx = self.idx.write();
+        let Index {
+            versions, retained, ..
+        } = &mut *idx;
+        retained.collect(readers, |pg| versions.get(&pg).map_or(&[][..], |v| v));
+        self.note_retained(&idx);
+    }
+
     /// The checkpoint proper: copy the newest version of every page in the
     /// log into the database file, sync it, and restart the log if `mode`
     /// (or the delayed variant) asks. Readers do not stop it: an image it
     /// overwrites that a snapshot in `readers` still selects is kept in
     /// memory first (R1). `exact_fcc`: the log may vanish afterwards, so
-    /// page 1 in the database file must carry the exact FCC.
+    /// page 1 in the database file must carry the exact FCC. It supersedes
+    /// an incremental checkpoint in progress (W6).
     fn run_checkpoint(
         &self,
         w: &mut Writer,
@@ -742,99 +993,30 @@ impl WalJournal {
         readers: &[Tid],
         exact_fcc: bool,
     ) -> Result<CheckpointInfo> {
+        w.window = None;
+        w.catch_up = false;
         let (safe_end, ckpt_tid, db_size) = match w.commits.last() {
             None => (0, w.hdr.base_fcc, None),
             Some(c) => (c.end, c.tid, Some(c.db_size)),
         };
-        let ps = db.page_size;
         let fix_fcc = exact_fcc && w.db_fcc != ckpt_tid;
-        let tracking = {
-            let mut idx = self.idx.write();
-            if readers.is_empty() && !idx.retained.is_empty() {
-                idx.retained.clear();
-                self.note_retained(&idx);
-            }
-            !readers.is_empty() || !idx.retained.is_empty()
-        };
-        let (mut todo, p1_frame) = if safe_end <= w.backfill && !fix_fcc {
-            // Nothing new: no need to scan the index.
-            (Vec::new(), None)
-        } else {
-            let idx = self.idx.read();
-            let mut todo = Vec::new();
-            for (&pg, vs) in &idx.versions {
-                let n = vs.partition_point(|v| v.frame < safe_end);
-                if n > 0 && vs[n - 1].frame >= w.backfill && db_size.is_none_or(|s| pg <= s) {
-                    todo.push((pg, Some(vs[n - 1].frame), vs[n - 1].tid));
-                }
-            }
-            let p1 = idx.versions.get(&1).and_then(|vs| {
-                let n = vs.partition_point(|v| v.frame < safe_end);
-                (n > 0).then(|| vs[n - 1].frame)
-            });
-            (todo, p1)
-        };
-        todo.sort_unstable_by_key(|t| t.0);
-        let has_p1 = todo.first().is_some_and(|t| t.0 == 1);
-        if fix_fcc && !has_p1 {
-            todo.insert(0, (1, p1_frame, ckpt_tid));
-        }
+        let tracking = self.tracking(readers);
+        let todo = self.checkpoint_todo(w.backfill, safe_end, db_size, fix_fcc, ckpt_tid);
         if !todo.is_empty() {
-            let file = w.file.clone().expect("a log with frames is open");
-            if safe_end > w.synced && self.syncs() && !self.faults.skip_journal_sync {
-                // The frames must be durable before the database reflects
-                // them, or power loss could leave the database ahead of a
-                // log that then overrides it with older versions.
-                file.sync_data()?;
-                w.synced = w.mx;
-            }
-            let mut buf = vec![0u8; ps];
-            for &(pg, frame, tid) in &todo {
-                if tracking {
-                    self.keep_db_image(db, pg, readers, tid)?;
-                }
-                match frame {
-                    Some(f) => file.read_exact_at(
-                        &mut buf,
-                        frame_offset(f, ps) + FRAME_HEADER_SIZE as u64,
-                        pg,
-                    )?,
-                    None => db.read_page(pg, &mut buf)?,
-                }
-                if pg == 1 {
-                    // Commits that change only the FCC skip page 1; the
-                    // copy in the database file gets the exact one.
-                    let mut h = Header::read_from(&buf, &db.path.display().to_string())?;
-                    h.fcc = ckpt_tid;
-                    h.write_to(&mut buf);
-                    seal_page1(&mut buf);
-                }
-                db.write_page(pg, &buf)?;
-            }
+            self.sync_log_to(w, safe_end)?;
+            self.copy_pages(w, db, &todo, ckpt_tid, readers, tracking)?;
             if let Some(size) = db_size {
-                let dbf = db.file();
-                let len = dbf.len()?;
-                let want = size as u64 * ps as u64;
-                if len > want {
-                    if tracking {
-                        // Pages past the new end: older snapshots may
-                        // still read them from the file.
-                        let end = u32::try_from(len / ps as u64).unwrap_or(u32::MAX);
-                        for pg in size + 1..=end {
-                            self.keep_db_image(db, pg, readers, ckpt_tid)?;
-                        }
-                    }
-                    dbf.set_len(want)?;
-                }
+                self.truncate_db(db, size, ckpt_tid, readers, tracking)?;
             }
             if self.syncs() {
                 db.file().sync_data()?;
             }
-            if todo[0].0 == 1 {
+            if todo[0].pgno == 1 {
                 w.db_fcc = ckpt_tid;
             }
             let mut c = self.counters.lock();
             c.checkpoints += 1;
+            c.checkpoint_steps += 1;
             c.checkpoint_pages += todo.len() as u64;
         }
         w.backfill = w.backfill.max(safe_end);
@@ -849,13 +1031,7 @@ impl WalJournal {
             self.try_restart(w, db, readers)?;
         }
         if tracking {
-            // Drop what no open snapshot selects any more.
-            let mut idx = self.idx.write();
-            let Index {
-                versions, retained, ..
-            } = &mut *idx;
-            retained.collect(readers, |pg| versions.get(&pg).map_or(&[][..], |v| v));
-            self.note_retained(&idx);
+            self.collect_retained(readers);
         }
         if mode == CheckpointMode::Truncate
             && !self.opts.preallocate
@@ -869,6 +1045,117 @@ impl WalJournal {
         }
         self.note_frames(w);
         Ok(info)
+    }
+
+    /// One step of the incremental checkpoint (W4-W7), after a commit was
+    /// installed: start a window over the committed frames if none is in
+    /// progress, copy the next pages of it in page order, fdatasync the
+    /// database file; on the last step, wait for the commits in flight,
+    /// take in what was published meanwhile, move `backfill` to the end and
+    /// let the log restart.
+    fn checkpoint_step(
+        &self,
+        w: &mut MutexGuard<'_, Writer>,
+        db: &DbFile,
+        readers: &[Tid],
+    ) -> Result<()> {
+        let tracking = self.tracking(readers);
+        if w.window.is_none() {
+            let Some(last) = w.commits.last().copied() else {
+                w.catch_up = false;
+                return Ok(());
+            };
+            let todo =
+                self.checkpoint_todo(w.backfill, last.end, Some(last.db_size), false, last.tid);
+            if todo.is_empty() {
+                w.backfill = w.backfill.max(last.end);
+            } else {
+                self.sync_log_to(w, last.end)?;
+            }
+            w.window = Some(Window {
+                end: last.end,
+                tid: last.tid,
+                db_size: last.db_size,
+                todo,
+                pos: 0,
+                copied_p1: false,
+            });
+            // The commit that made the window due counts toward its first
+            // step's budget (W7).
+            let n = w.commits.len();
+            w.step_mark = if n >= 2 { w.commits[n - 2].end } else { 0 };
+        }
+        // W7: at least twice what was published since the last step, so the
+        // window ends after a bounded number of commits.
+        let budget = (self.opts.checkpoint_step as u64)
+            .max(2 * w.mx.saturating_sub(w.step_mark))
+            .max(1);
+        w.step_mark = w.mx;
+        let mut win = w.window.take().expect("a window was started");
+        let left = (win.todo.len() - win.pos) as u64;
+        let last = left <= budget;
+        if last {
+            // W3, W7: the commits in flight are published, and what was
+            // published during the window joins it if that fits the budget
+            // (otherwise the next window takes it), so that the log can
+            // restart right behind this step.
+            self.quiesce(w)?;
+            if let Some(c) = w.commits.last().copied() {
+                if c.end > win.end {
+                    let more = self.checkpoint_todo(win.end, c.end, Some(c.db_size), false, c.tid);
+                    if left + more.len() as u64 <= budget {
+                        self.sync_log_to(w, c.end)?;
+                        win.todo.extend(more);
+                        (win.end, win.tid, win.db_size) = (c.end, c.tid, c.db_size);
+                    }
+                }
+            }
+        }
+        let to = if last {
+            win.todo.len()
+        } else {
+            win.pos + budget as usize
+        };
+        let step = &win.todo[win.pos..to];
+        if !step.is_empty() {
+            win.copied_p1 |= step.iter().any(|t| t.pgno == 1);
+            self.copy_pages(w, db, step, win.tid, readers, tracking)?;
+        }
+        let shrank = last
+            && !win.todo.is_empty()
+            && self.truncate_db(db, win.db_size, win.tid, readers, tracking)?;
+        if !step.is_empty() || shrank {
+            // Every step, not only the last: the flush of a window is spread
+            // over its commits instead of landing on one of them.
+            if self.syncs() {
+                db.file().sync_data()?;
+            }
+            let mut c = self.counters.lock();
+            c.checkpoint_steps += 1;
+            c.checkpoint_pages += step.len() as u64;
+            c.checkpoints += last as u64;
+        }
+        win.pos = to;
+        if last {
+            // W4: only now is the whole window in the database file.
+            if win.copied_p1 {
+                w.db_fcc = win.tid;
+            }
+            w.backfill = w.backfill.max(win.end);
+            w.catch_up = w.backfill < w.mx;
+            if !w.catch_up && (w.pipelined || self.opts.delayed_checkpoint) {
+                // Under load the next append rarely finds the log quiet;
+                // restart now, while it is.
+                self.try_restart(w, db, readers)?;
+            }
+        } else {
+            w.window = Some(win);
+        }
+        if tracking {
+            self.collect_retained(readers);
+        }
+        self.note_frames(w);
+        Ok(())
     }
 
     /// The database file is about to receive `pgno`'s version `tid` (or
@@ -1302,7 +1589,8 @@ impl Journal for WalJournal {
     }
 
     fn maintenance_due(&self) -> bool {
-        self.checkpoint_due(&self.w.lock())
+        let w = self.w.lock();
+        w.window.is_some() || w.catch_up || self.checkpoint_due(&w)
     }
 
     fn rollback(&self, db: &DbFile, _orig_page_count: u32) -> Result<()> {
@@ -1411,7 +1699,18 @@ impl Journal for WalJournal {
         // installs the commit would get the previous snapshot, which the
         // copy could overwrite in the database file.
         let mut w = self.w.lock();
-        if self.checkpoint_due(&w) {
+        let stepping = w.window.is_some() || w.catch_up || self.checkpoint_due(&w);
+        if self.opts.checkpoint_step > 0 && stepping {
+            // W4-W7: a step of the window per commit. On failure the window
+            // is dropped (W6): the next one rewrites every page of it.
+            let r = self.checkpoint_step(&mut w, db, readers);
+            if let Err(e) = r {
+                w.window = None;
+                w.catch_up = true;
+                self.counters.lock().checkpoint_errors += 1;
+                return Err(e);
+            }
+        } else if self.checkpoint_due(&w) {
             // The pager holds its commit lock: the commits in flight are
             // the last before the checkpoint; wait for them (W3), so that
             // the checkpoint copies them too and the log can restart.
@@ -1453,6 +1752,7 @@ impl Journal for WalJournal {
             ("wal_backfilled", c.backfilled),
             ("wal_max_frames", c.max_frames),
             ("checkpoints", c.checkpoints),
+            ("checkpoint_steps", c.checkpoint_steps),
             ("checkpoint_pages", c.checkpoint_pages),
             ("checkpoints_blocked_by_readers", c.checkpoints_blocked),
             ("restarts", c.restarts),
