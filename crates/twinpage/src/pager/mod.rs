@@ -14,7 +14,10 @@
 //!
 //! - **P1** Uncommitted data never enters the shared cache: it holds only
 //!   images of committed pages (the writer's pages live in [`WriteState`]
-//!   until [`Journal::commit`] returned).
+//!   until [`Journal::commit`] returned). A format that keeps versions
+//!   inside the page is read from storage whole: an image a reader read
+//!   beside a spilled writer may also carry that writer's version, which no
+//!   snapshot sees (P14).
 //! - **P2** A commit is installed after the journal made it durable: its
 //!   pages go into the cache (each with its TID in `page_tid`) before the
 //!   shared header is published, so a reader that starts with the new
@@ -70,6 +73,15 @@
 //!   and the page is free in T's state) is not reused before a later
 //!   commit: until then a counting commit's proof of T may rest on that
 //!   version, which a torn reuse would destroy.
+//! - **P14** An undo of storage ([`Journal::rollback`] of a spill or a
+//!   failed commit) evicts from the cache every page it undid (the
+//!   transaction's spilled and dirty pages, and page 1), and a miss whose
+//!   read began before an undo ended is not cached. The undo invalidates
+//!   the aborted version on storage only, and the aborted TID is handed out
+//!   again: a cached image that still carries it (a reader's miss beside
+//!   the spill, P1) would turn the rolled-back cells into the next commit
+//!   of that TID, for a reader that decodes the image at a later snapshot
+//!   and for a later writer that writes over it as its base.
 
 mod alloc;
 mod cache;
@@ -102,7 +114,7 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -250,6 +262,9 @@ pub struct Pager {
     /// Serializes commits, spills and rollbacks, and holds the commit
     /// order (P12).
     commit_lock: Mutex<Sequencer>,
+    /// Undos of storage so far: a miss read across one is not cached
+    /// (P14).
+    undos: AtomicU64,
     /// P12: the ordinal of the next commit to install for readers, and
     /// the commits waiting for their turn.
     installed: Mutex<u64>,
@@ -423,6 +438,7 @@ impl Pager {
             id: NEXT_PAGER_ID.fetch_add(1, Ordering::Relaxed),
             journal,
             commit_lock: Mutex::new(Sequencer { header, next: 0 }),
+            undos: AtomicU64::new(0),
             installed: Mutex::new(0),
             install_cv: Condvar::new(),
             spare: Mutex::new(Spare::default()),
@@ -979,12 +995,16 @@ impl Pager {
         }
         // Miss: read and decode unlocked (P4). No commit after this
         // snapshot wrote the page (P3 checked above), so its version here is
-        // the newest; it is cached only if that still holds.
+        // the newest; it is cached only if that still holds, and if no undo
+        // of storage ended meanwhile: the read may have seen what it took
+        // back (P14).
         drop(sh);
+        let undos = self.undos.load(Ordering::Acquire);
         let raw = self.read_committed(pgno, h.fcc)?;
         let node = decode(&raw)?;
         let mut sh = self.cache.write(pgno);
-        let unchanged = sh.page_tid.get(&pgno).is_none_or(|&t| t <= h.fcc);
+        let unchanged = sh.page_tid.get(&pgno).is_none_or(|&t| t <= h.fcc)
+            && self.undos.load(Ordering::Acquire) == undos;
         let evicted = if unchanged && sh.cache.peek(pgno).is_none() {
             sh.cache.put(
                 pgno,
@@ -1566,10 +1586,22 @@ impl Pager {
     /// Undo storage effects of a failed commit or a spilled transaction.
     fn undo_storage(&self, st: &WriteState) {
         let _g = self.commit_lock.lock();
-        // Cached committed pages are still right (P1); pages past the
-        // original end are not cached.
-        if let Err(e) = self.journal.rollback(&self.db, st.orig_header.page_count) {
-            self.poison(e.to_string());
+        let undone = self.journal.rollback(&self.db, st.orig_header.page_count);
+        // P14: a miss that read before this point is not cached from now
+        // on, and what one cached before is evicted (under each page's
+        // shard lock, after the count: a miss that inserts later sees it).
+        // Pages past the original end are not cached.
+        self.undos.fetch_add(1, Ordering::AcqRel);
+        match undone {
+            Ok(()) => {
+                let undid = st.spilled.iter().chain(st.dirty.keys());
+                for &p in std::iter::once(&1).chain(undid) {
+                    self.cache.write(p).cache.remove(p);
+                }
+            }
+            // No commit follows (P7): the cached images, which carry every
+            // committed version, serve readers at least as well as storage.
+            Err(e) => self.poison(e.to_string()),
         }
     }
 
