@@ -616,6 +616,54 @@ fn an_incremental_checkpoint_spreads_its_copy_over_commits() {
     }
 }
 
+/// A window whose last step takes in later commits that did not log page
+/// 1 must not record the later FCC as the database file's: a Truncate
+/// checkpoint then writes the exact FCC into page 1 before the log goes,
+/// and a crash right after it finds that FCC (W4).
+#[test]
+fn a_truncate_checkpoint_after_windows_leaves_the_exact_fcc() {
+    let cfg = [("wal_autocheckpoint", "12"), ("checkpoint_step", "2")];
+    for stop in 10..70u32 {
+        let vfs = MemVfs::new();
+        let o = wal_opts(&vfs, Synchronous::Full, 512, &cfg);
+        let db = open(Path::new(PATH), o.clone());
+        db.create_table("t").unwrap();
+        let mut rows = BTreeMap::new();
+        for i in 0..stop {
+            // Every fourth commit appends rows (new pages: page 1 logged),
+            // the others update one row (only the FCC of page 1 changes).
+            if i % 4 == 0 {
+                let mut t = db.begin_write().unwrap();
+                for j in 0..12 {
+                    let k = key(i * 100 + j);
+                    t.put("t", &k, &[i as u8; 30]).unwrap();
+                    rows.insert(k, vec![i as u8; 30]);
+                }
+                t.commit().unwrap();
+            } else {
+                let k = rows
+                    .keys()
+                    .nth((i as usize * 7) % rows.len())
+                    .unwrap()
+                    .clone();
+                db.put("t", &k, &[i as u8; 30]).unwrap();
+                rows.insert(k, vec![i as u8; 30]);
+            }
+        }
+        let fcc = db.stats().fcc;
+        db.checkpoint(CheckpointMode::Truncate).unwrap();
+        assert_eq!(wal_len(&vfs), Some(0));
+        let copy = vfs.duplicate();
+        let db2 = open(
+            Path::new(PATH),
+            wal_opts(&copy, Synchronous::Full, 512, &cfg),
+        );
+        assert_eq!(db2.stats().fcc, fcc, "after {stop} commits");
+        assert_matches(&db2, &one_table(&rows));
+        drop(db);
+    }
+}
+
 fn commits_then_crash(n: u32) -> (MemVfs, Vec<Model>) {
     let vfs = MemVfs::new();
     let db = open(Path::new(PATH), wal_opts(&vfs, Synchronous::Full, 512, &[]));

@@ -86,7 +86,9 @@
 //!   number of commits; windows follow each other until everything
 //!   published is copied. The last step waits for the commits in flight
 //!   (W3) and takes in what was published during the window if that fits
-//!   the same budget, so the log restarts right behind it.
+//!   the same budget, and whatever it is in a window that follows one
+//!   (so the chain ends: at most two windows per checkpoint), so the log
+//!   restarts right behind it. A pre-allocated log is checkpointed whole.
 
 pub mod format;
 mod retain;
@@ -244,8 +246,14 @@ struct Window {
     db_size: u32,
     todo: Vec<CopyPage>,
     pos: usize,
-    /// Page 1 was copied (the database file's FCC is `tid` once synced).
-    copied_p1: bool,
+    /// The FCC page 1 was copied with, if it was (the window's `tid` at
+    /// that step; a later extension does not rewrite page 1 unless it was
+    /// logged again).
+    p1_fcc: Option<Tid>,
+    /// The window follows one that could not take in everything published
+    /// during it: its last step takes in the rest whatever the budget, so
+    /// the chain ends (W7).
+    chained: bool,
 }
 
 /// What readers consult: the wal-index.
@@ -1078,7 +1086,8 @@ impl WalJournal {
                 db_size: last.db_size,
                 todo,
                 pos: 0,
-                copied_p1: false,
+                p1_fcc: None,
+                chained: w.catch_up,
             });
             // The commit that made the window due counts toward its first
             // step's budget (W7).
@@ -1103,7 +1112,7 @@ impl WalJournal {
             if let Some(c) = w.commits.last().copied() {
                 if c.end > win.end {
                     let more = self.checkpoint_todo(win.end, c.end, Some(c.db_size), false, c.tid);
-                    if left + more.len() as u64 <= budget {
+                    if win.chained || left + more.len() as u64 <= budget {
                         self.sync_log_to(w, c.end)?;
                         win.todo.extend(more);
                         (win.end, win.tid, win.db_size) = (c.end, c.tid, c.db_size);
@@ -1118,7 +1127,9 @@ impl WalJournal {
         };
         let step = &win.todo[win.pos..to];
         if !step.is_empty() {
-            win.copied_p1 |= step.iter().any(|t| t.pgno == 1);
+            if step.iter().any(|t| t.pgno == 1) {
+                win.p1_fcc = Some(win.tid);
+            }
             self.copy_pages(w, db, step, win.tid, readers, tracking)?;
         }
         let shrank = last
@@ -1138,8 +1149,8 @@ impl WalJournal {
         win.pos = to;
         if last {
             // W4: only now is the whole window in the database file.
-            if win.copied_p1 {
-                w.db_fcc = win.tid;
+            if let Some(fcc) = win.p1_fcc {
+                w.db_fcc = fcc;
             }
             w.backfill = w.backfill.max(win.end);
             w.catch_up = w.backfill < w.mx;
@@ -1700,7 +1711,9 @@ impl Journal for WalJournal {
         // copy could overwrite in the database file.
         let mut w = self.w.lock();
         let stepping = w.window.is_some() || w.catch_up || self.checkpoint_due(&w);
-        if self.opts.checkpoint_step > 0 && stepping {
+        // A pre-allocated log is full when a checkpoint is due: the next
+        // append checkpoints it whole, so steps would only copy twice.
+        if self.opts.checkpoint_step > 0 && !self.opts.preallocate && stepping {
             // W4-W7: a step of the window per commit. On failure the window
             // is dropped (W6): the next one rewrites every page of it.
             let r = self.checkpoint_step(&mut w, db, readers);
