@@ -35,8 +35,8 @@ use std::sync::Arc;
 use twinpage::base::sync::{Condvar, Mutex};
 use twinpage::base::{Header, Synchronous};
 use twinpage::journal::{
-    CommitSet, Journal, ModeOptions, OriginalSource, PageImage, RecoverCtx, TestFaults, WalJournal,
-    WalOptions,
+    CommitSet, Journal, ModeOptions, OriginalSource, PageImage, ReaderView, RecoverCtx, TestFaults,
+    WalJournal, WalOptions,
 };
 use twinpage::storage::{DbFile, FileLock, MemVfs, OpenFlags, Vfs, VfsFile};
 use twinpage::{Pgno, Result};
@@ -259,7 +259,7 @@ fn committer(w: &World, who: u8, commits: usize, pages: u32) {
                 prev_header: &prev,
                 header: &header,
                 oldest_snapshot: u64::MAX,
-                readers: &[],
+                readers: &ReaderView::none(),
                 free: &[],
             };
             let t = j.sequence_commit(db, &set).expect("sequence");

@@ -892,6 +892,60 @@ fn a_failed_commit_is_never_recovered() {
     assert_eq!(db2.get("t", b"c").unwrap().unwrap(), b"3");
 }
 
+/// W9: at `synchronous=normal` commits do not sync the log; a checkpoint
+/// does, before it copies frames into the database file. If that
+/// fdatasync fails, the frames may be gone from the disk while the page
+/// cache still serves them, and a later fdatasync would succeed: the
+/// handle is poisoned instead of retrying, and reopening recovers every
+/// commit the log still proves.
+#[test]
+fn a_failed_log_sync_before_a_checkpoint_poisons_the_handle() {
+    for step in ["0", "128"] {
+        let mem = MemVfs::new();
+        let vfs = FailSync {
+            inner: mem.clone(),
+            fail: Arc::default(),
+            failures: Arc::default(),
+        };
+        let mut o = mem_opts(&mem, JournalMode::Wal, 512)
+            .vfs(Arc::new(vfs.clone()))
+            .synchronous(Synchronous::Normal);
+        o.set("wal_autocheckpoint", "8").unwrap();
+        o.set("checkpoint_step", step).unwrap();
+        let db = open(Path::new(PATH), o);
+        db.create_table("t").unwrap();
+        vfs.fail.store(true, Ordering::SeqCst);
+        let mut committed = 0u32;
+        let mut refused = None;
+        for i in 0..64u32 {
+            match db.put("t", &key(i), b"v") {
+                Ok(()) => committed += 1,
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        assert_eq!(vfs.failures.load(Ordering::SeqCst), 1, "step {step}");
+        // The commit whose checkpoint failed is durable in the log's
+        // sense of `normal` (acknowledged); the next one is refused.
+        let e = refused.expect("the handle refuses work after the failed sync");
+        assert!(matches!(e, Error::Poisoned(_)), "step {step}: {e}");
+        assert!(matches!(db.put("t", b"x", b"y"), Err(Error::Poisoned(_))));
+        drop(db);
+        // MemVfs kept every write: the reopened database has every
+        // acknowledged commit.
+        let db2 = open(
+            Path::new(PATH),
+            wal_opts(&mem.duplicate(), Synchronous::Normal, 512, &[]),
+        );
+        for i in 0..committed {
+            assert_eq!(db2.get("t", &key(i)).unwrap().unwrap(), b"v", "step {step}");
+        }
+        db2.check().unwrap();
+    }
+}
+
 /// Transfers between accounts keep the total constant; readers on other
 /// threads must always see that total while the writer commits and
 /// checkpoints run from a third thread.

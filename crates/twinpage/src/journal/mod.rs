@@ -132,9 +132,9 @@ pub struct CommitSet<'a> {
     /// Snapshot (FCC) of the oldest open read transaction; `u64::MAX` if
     /// none (the first of `readers`).
     pub oldest_snapshot: u64,
-    /// Snapshots of the open read transactions, ascending, distinct.
-    /// What a WAL keeps for them when it restarts the log.
-    pub readers: &'a [Tid],
+    /// The open read transactions, asked for right before a mode drops
+    /// what a snapshot may read (a WAL restarting its log: R1).
+    pub readers: &'a dyn Readers,
     /// Sorted pages that are free in the state this transaction commits
     /// although the transaction may have written them (empty on a spill):
     /// pages it freed (a spill may have written them first) and the
@@ -142,6 +142,61 @@ pub struct CommitSet<'a> {
     /// allocated and freed again. They are not part of the committed state;
     /// a mode that counts a transaction's pages (DHL) must not count them.
     pub free: &'a [Pgno],
+}
+
+/// The open readers as the pager sees them: the newest installed commit
+/// and the readers' snapshots, read in one critical section, so a reader
+/// missing from `snapshots` has a snapshot at or after `installed`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReaderView {
+    /// FCC of the newest installed commit (readers starting now see it).
+    /// With several writers, commits the journal has published may not be
+    /// installed yet: a reader starting now does not see them.
+    pub installed: Tid,
+    /// Snapshots of the open read transactions, ascending, distinct.
+    pub snapshots: Vec<Tid>,
+}
+
+impl ReaderView {
+    /// No reader, every commit installed (a database being closed).
+    pub fn none() -> ReaderView {
+        ReaderView {
+            installed: Tid::MAX,
+            snapshots: Vec::new(),
+        }
+    }
+}
+
+/// Where a mode asks for the open readers before it overwrites or drops
+/// a version a snapshot may read (WAL: a checkpoint copying into the
+/// database file, a log restart; R1). Asked at that moment, not at the
+/// start of the call: with several writers, a reader can start between a
+/// commit's publication in the journal and its install, on the snapshot
+/// before it.
+pub trait Readers {
+    /// The readers now.
+    fn view(&self) -> ReaderView;
+
+    /// Wait until commit `tid` is installed, then the readers. The caller
+    /// must not hold anything an install needs: every commit up to `tid`
+    /// is already published in the journal.
+    fn view_after(&self, tid: Tid) -> Result<ReaderView>;
+}
+
+impl Readers for ReaderView {
+    fn view(&self) -> ReaderView {
+        self.clone()
+    }
+
+    fn view_after(&self, tid: Tid) -> Result<ReaderView> {
+        if self.installed < tid {
+            return Err(Error::Internal(format!(
+                "commit {tid} is not installed (a fixed reader view at {})",
+                self.installed
+            )));
+        }
+        Ok(self.clone())
+    }
 }
 
 /// Checkpoint flavours (SQLite's names).
@@ -336,20 +391,19 @@ pub trait Journal: Send + Sync {
     }
 
     /// Maintenance after a commit is installed (readers starting now see
-    /// it; `readers` are the open readers' snapshots, ascending): WAL's
-    /// automatic checkpoint. Errors do not undo the commit.
-    fn after_commit(&self, db: &DbFile, readers: &[Tid]) -> Result<()> {
+    /// it): WAL's automatic checkpoint. Errors do not undo the commit; an
+    /// [`Error::Poisoned`] means the handle must refuse work until reopen.
+    fn after_commit(&self, db: &DbFile, readers: &dyn Readers) -> Result<()> {
         let _ = (db, readers);
         Ok(())
     }
 
     /// Copy logged pages into the database file (WAL); a no-op elsewhere.
-    /// `readers`: the open readers' snapshots, ascending.
     fn checkpoint(
         &self,
         db: &DbFile,
         mode: CheckpointMode,
-        readers: &[Tid],
+        readers: &dyn Readers,
     ) -> Result<CheckpointInfo> {
         let _ = (db, mode, readers);
         Ok(CheckpointInfo::default())

@@ -104,8 +104,8 @@ use crate::base::{Error, KeyOrder, Pgno, Result, Tid, BYTEWISE};
 use crate::cc::{self, CommitCheck, LockManager, Profile, Protocol, Txn};
 use crate::journal::{
     registry, CheckpointInfo, CheckpointMode, Cleanup, CommitSet, CommitTicket, FreeListPolicy,
-    Journal, ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, RecoverCtx, Recovery,
-    TestFaults,
+    Journal, ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, ReaderView, Readers,
+    RecoverCtx, Recovery, TestFaults,
 };
 use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat};
 use crate::page::{PageRead, PageRole, PageWrite};
@@ -1091,8 +1091,17 @@ impl Pager {
     pub fn checkpoint(&self, mode: CheckpointMode) -> Result<CheckpointInfo> {
         self.check_poison()?;
         let _g = self.commit_lock.lock();
-        self.journal
-            .checkpoint(&self.db, mode, &self.reader_snapshots())
+        let r = self.journal.checkpoint(&self.db, mode, self);
+        self.poison_if_asked(r)
+    }
+
+    /// A journal's maintenance said the handle cannot go on (a failed
+    /// sync it cannot take back, W9): poison it (P7).
+    fn poison_if_asked<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(Error::Poisoned(why)) = &r {
+            self.poison(why.clone());
+        }
+        r
     }
 
     /// The journal mode's own counters (see [`Journal::stats`]).
@@ -1316,7 +1325,7 @@ impl Pager {
             prev_header: &st.orig_header,
             header: &st.header,
             oldest_snapshot: readers.first().copied().unwrap_or(Tid::MAX),
-            readers: &readers,
+            readers: self,
             free: &[],
         };
         self.journal.spill(&self.db, &set)?;
@@ -1351,7 +1360,7 @@ impl Pager {
             prev_header: &st.orig_header,
             header: &st.header,
             oldest_snapshot: readers.first().copied().unwrap_or(Tid::MAX),
-            readers: &readers,
+            readers: self,
             free: &free,
         };
         let r = self.journal.commit(&self.db, &set);
@@ -1367,9 +1376,7 @@ impl Pager {
         // Readers that start from now on see this commit, so the oldest
         // snapshot is final. The commit is durable: a failed maintenance
         // step is the mode's to retry, not the transaction's error.
-        let _ = self
-            .journal
-            .after_commit(&self.db, &self.reader_snapshots());
+        let _ = self.poison_if_asked(self.journal.after_commit(&self.db, self));
         Ok(())
     }
 
@@ -1512,7 +1519,7 @@ impl Pager {
             prev_header: &st.orig_header,
             header: &st.header,
             oldest_snapshot: readers.first().copied().unwrap_or(Tid::MAX),
-            readers: &readers,
+            readers: self,
             free: &free,
         };
         let ticket = match self.journal.sequence_commit(&self.db, &set) {
@@ -1576,9 +1583,7 @@ impl Pager {
         }
         if self.journal.maintenance_due() {
             let _g = self.commit_lock.lock();
-            let _ = self
-                .journal
-                .after_commit(&self.db, &self.reader_snapshots());
+            let _ = self.poison_if_asked(self.journal.after_commit(&self.db, self));
         }
         Ok(())
     }
@@ -1727,6 +1732,30 @@ fn zeroed_page(ps: usize) -> Arc<[u8]> {
 /// The bytes of a buffer this code just built (so not yet shared).
 fn unique(buf: &mut Arc<[u8]>) -> Result<&mut [u8]> {
     Arc::get_mut(buf).ok_or_else(|| Error::Internal("a fresh page buffer is shared".into()))
+}
+
+impl Readers for Pager {
+    fn view(&self) -> ReaderView {
+        let sh = self.shared.lock();
+        ReaderView {
+            installed: sh.header.fcc,
+            snapshots: sh.readers.keys().copied().collect(),
+        }
+    }
+
+    /// Installs of several writers' commits happen under `installed`, in
+    /// order, and wake `install_cv` (P12).
+    fn view_after(&self, tid: Tid) -> Result<ReaderView> {
+        let mut n = self.installed.lock();
+        loop {
+            let v = self.view();
+            if v.installed >= tid {
+                return Ok(v);
+            }
+            self.check_poison()?;
+            self.install_cv.wait(&mut n);
+        }
+    }
 }
 
 impl Drop for Pager {

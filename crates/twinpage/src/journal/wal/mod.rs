@@ -89,6 +89,21 @@
 //!   the same budget, and whatever it is in a window that follows one
 //!   (so the chain ends: at most two windows per checkpoint), so the log
 //!   restarts right behind it. A pre-allocated log is checkpointed whole.
+//!
+//! **Readers and several writers** (R1 holds whatever the protocol):
+//!
+//! - **W8** A checkpoint copies, and a restart drops, only commits the
+//!   pager has installed, and asks for the open readers ([`Readers`]) at
+//!   that moment. With several writers a commit is published here before
+//!   the pager installs it, and a reader starting in between is on the
+//!   snapshot before it, in no list taken earlier: a window ends at an
+//!   installed commit, and a step that waits for the commits in flight
+//!   (W3) waits for their installs too and asks for the readers again.
+//! - **W9** A failed fdatasync of the log before a checkpoint poisons the
+//!   handle: the frames it covered may be gone from the disk while the
+//!   page cache still serves them, and a later fdatasync that succeeds
+//!   would vouch for them. A failed fdatasync of the database file only
+//!   drops the window (W6): the log still holds every page of it.
 
 pub mod format;
 mod retain;
@@ -99,7 +114,7 @@ pub use format::{FrameHeader, WalHeader, FRAME_HEADER_SIZE, WAL_HEADER_SIZE, WAL
 use super::group::GroupCommit;
 use super::{
     CheckpointInfo, CheckpointMode, CommitSet, CommitTicket, Journal, JournalMode, ModeOptions,
-    PageImage, PendingWrite, RecoverCtx, Recovery, TestFaults,
+    PageImage, PendingWrite, ReaderView, Readers, RecoverCtx, Recovery, TestFaults,
 };
 use crate::base::header::seal_page1;
 use crate::base::pgmap::PgnoMap;
@@ -368,6 +383,16 @@ impl Writer {
         self.hdr.base_fcc + self.commits.len() as u64
     }
 
+    /// The last commit of the generation a reader starting now may see
+    /// (W8): at or before `installed`.
+    fn installed_commit(&self, installed: Tid) -> Option<CommitRec> {
+        self.commits
+            .iter()
+            .rev()
+            .find(|c| c.tid <= installed)
+            .copied()
+    }
+
     /// TID of the last commit the sequencer put in the log, published or
     /// not.
     fn last_sequenced(&self) -> u64 {
@@ -565,6 +590,19 @@ impl WalJournal {
         Ok(())
     }
 
+    /// [`Self::quiesce`], then wait until the pager has installed every
+    /// published commit and ask for the readers (W8). Installs take
+    /// neither the writer lock nor the commit lock, so holding both here
+    /// is safe.
+    fn quiesce_installed(
+        &self,
+        w: &mut MutexGuard<'_, Writer>,
+        readers: &dyn Readers,
+    ) -> Result<ReaderView> {
+        self.quiesce(w)?;
+        readers.view_after(w.last_tid())
+    }
+
     /// Encode `pages[i]` for each `i` in `which` as frames starting at
     /// frame `start` after chain value `chain`, the last one a commit frame
     /// for a database of `commit` pages. Returns the bytes, the (page,
@@ -628,14 +666,14 @@ impl WalJournal {
         db: &DbFile,
         frames: u64,
         tid: u64,
-        readers: &[Tid],
+        readers: &dyn Readers,
     ) -> Result<()> {
         if !w.in_txn {
             let n = self.opts.autocheckpoint as u64;
             if self.opts.preallocate && w.mx > 0 && w.next + frames > n {
                 // W3: the restart after it must not strand frames in flight.
-                self.quiesce(w)?;
-                self.run_checkpoint(w, db, CheckpointMode::Passive, readers, false)?;
+                let view = self.quiesce_installed(w, readers)?;
+                self.run_checkpoint(w, db, CheckpointMode::Passive, &view, false)?;
             }
             if !self.opts.delayed_checkpoint {
                 self.try_restart(w, db, readers)?;
@@ -733,13 +771,19 @@ impl WalJournal {
     /// Restart the log if everything is checkpointed and no transaction
     /// has frames in it. Readers do not stop it: the versions their
     /// snapshots still select in this generation are kept in memory first
-    /// (R1). Returns whether it restarted.
-    fn try_restart(&self, w: &mut Writer, db: &DbFile, readers: &[Tid]) -> Result<bool> {
+    /// (R1). A published commit the pager has not installed yet does (W8):
+    /// a reader starting now would be on the snapshot before it, and the
+    /// list could not name that reader. Returns whether it restarted.
+    fn try_restart(&self, w: &mut Writer, db: &DbFile, readers: &dyn Readers) -> Result<bool> {
         if w.next == 0 || w.next != w.mx || w.backfill < w.mx {
             return Ok(false);
         }
-        if readers.first().is_some_and(|&s| s < w.last_tid()) {
-            self.keep_for_readers(w, db, readers)?;
+        let view = readers.view();
+        if view.installed < w.last_tid() {
+            return Ok(false);
+        }
+        if view.snapshots.first().is_some_and(|&s| s < w.last_tid()) {
+            self.keep_for_readers(w, db, &view.snapshots)?;
         }
         let base = w.last_tid();
         w.new_generation(base);
@@ -870,12 +914,19 @@ impl WalJournal {
     /// Before the database file reflects frames below `end`, make them
     /// durable: otherwise power loss could leave the database ahead of a log
     /// that then overrides it with older versions.
+    /// A failure poisons the handle (W9): the frames it covered may have
+    /// been dropped from the page cache, and a later fdatasync that
+    /// succeeds would not say so, yet the checkpoint would copy them into
+    /// the database file from memory.
     fn sync_log_to(&self, w: &mut Writer, end: u64) -> Result<()> {
         if end > w.synced && self.syncs() && !self.faults.skip_journal_sync {
-            w.file
-                .as_ref()
-                .expect("a log with frames is open")
-                .sync_data()?;
+            let file = w.file.as_ref().expect("a log with frames is open");
+            file.sync_data().map_err(|e| {
+                Error::Poisoned(format!(
+                    "fdatasync of {} before a checkpoint failed: {e}; reopen the database",
+                    file.path().display()
+                ))
+            })?;
             w.synced = w.mx;
         }
         Ok(())
@@ -998,15 +1049,19 @@ impl WalJournal {
         w: &mut Writer,
         db: &DbFile,
         mode: CheckpointMode,
-        readers: &[Tid],
+        view: &ReaderView,
         exact_fcc: bool,
     ) -> Result<CheckpointInfo> {
         w.window = None;
         w.catch_up = false;
-        let (safe_end, ckpt_tid, db_size) = match w.commits.last() {
-            None => (0, w.hdr.base_fcc, None),
+        // W8: only installed commits (the callers wait for every published
+        // one to be installed first, so this bound rarely bites).
+        let (safe_end, ckpt_tid, db_size) = match w.installed_commit(view.installed) {
+            None => (w.backfill, w.hdr.base_fcc, None),
             Some(c) => (c.end, c.tid, Some(c.db_size)),
         };
+        w.catch_up = safe_end < w.mx;
+        let readers = &view.snapshots[..];
         let fix_fcc = exact_fcc && w.db_fcc != ckpt_tid;
         let tracking = self.tracking(readers);
         let todo = self.checkpoint_todo(w.backfill, safe_end, db_size, fix_fcc, ckpt_tid);
@@ -1036,7 +1091,7 @@ impl WalJournal {
         let restart = matches!(mode, CheckpointMode::Restart | CheckpointMode::Truncate)
             || self.opts.delayed_checkpoint;
         if restart {
-            self.try_restart(w, db, readers)?;
+            self.try_restart(w, db, view)?;
         }
         if tracking {
             self.collect_retained(readers);
@@ -1065,12 +1120,17 @@ impl WalJournal {
         &self,
         w: &mut MutexGuard<'_, Writer>,
         db: &DbFile,
-        readers: &[Tid],
+        source: &dyn Readers,
     ) -> Result<()> {
-        let tracking = self.tracking(readers);
+        let mut view = source.view();
+        let mut tracking = self.tracking(&view.snapshots);
         if w.window.is_none() {
-            let Some(last) = w.commits.last().copied() else {
+            if w.commits.is_empty() {
                 w.catch_up = false;
+                return Ok(());
+            }
+            // W8: a window ends at an installed commit.
+            let Some(last) = w.installed_commit(view.installed) else {
                 return Ok(());
             };
             let todo =
@@ -1107,8 +1167,10 @@ impl WalJournal {
             // W3, W7: the commits in flight are published, and what was
             // published during the window joins it if that fits the budget
             // (otherwise the next window takes it), so that the log can
-            // restart right behind this step.
-            self.quiesce(w)?;
+            // restart right behind this step. W8: once they are installed,
+            // the readers are asked again.
+            view = self.quiesce_installed(w, source)?;
+            tracking = self.tracking(&view.snapshots);
             if let Some(c) = w.commits.last().copied() {
                 if c.end > win.end {
                     let more = self.checkpoint_todo(win.end, c.end, Some(c.db_size), false, c.tid);
@@ -1130,11 +1192,11 @@ impl WalJournal {
             if step.iter().any(|t| t.pgno == 1) {
                 win.p1_fcc = Some(win.tid);
             }
-            self.copy_pages(w, db, step, win.tid, readers, tracking)?;
+            self.copy_pages(w, db, step, win.tid, &view.snapshots, tracking)?;
         }
         let shrank = last
             && !win.todo.is_empty()
-            && self.truncate_db(db, win.db_size, win.tid, readers, tracking)?;
+            && self.truncate_db(db, win.db_size, win.tid, &view.snapshots, tracking)?;
         if !step.is_empty() || shrank {
             // Every step, not only the last: the flush of a window is spread
             // over its commits instead of landing on one of them.
@@ -1157,13 +1219,13 @@ impl WalJournal {
             if !w.catch_up && (w.pipelined || self.opts.delayed_checkpoint) {
                 // Under load the next append rarely finds the log quiet;
                 // restart now, while it is.
-                self.try_restart(w, db, readers)?;
+                self.try_restart(w, db, &view)?;
             }
         } else {
             w.window = Some(win);
         }
         if tracking {
-            self.collect_retained(readers);
+            self.collect_retained(&view.snapshots);
         }
         self.note_frames(w);
         Ok(())
@@ -1646,7 +1708,13 @@ impl Journal for WalJournal {
             return Ok(());
         }
         self.quiesce(&mut w)?;
-        self.run_checkpoint(&mut w, db, CheckpointMode::Restart, &[], true)?;
+        self.run_checkpoint(
+            &mut w,
+            db,
+            CheckpointMode::Restart,
+            &ReaderView::none(),
+            true,
+        )?;
         if w.next == 0 {
             if self.opts.preallocate {
                 // Keep the allocation; the new header invalidates the frames.
@@ -1703,7 +1771,7 @@ impl Journal for WalJournal {
         Ok(())
     }
 
-    fn after_commit(&self, db: &DbFile, readers: &[Tid]) -> Result<()> {
+    fn after_commit(&self, db: &DbFile, readers: &dyn Readers) -> Result<()> {
         // The automatic checkpoint, on the commit that filled the log (as
         // SQLite's WAL hook does; DASH Table 2's latency spikes). It must
         // not run inside `commit`: a reader starting before the pager
@@ -1727,12 +1795,12 @@ impl Journal for WalJournal {
             // The pager holds its commit lock: the commits in flight are
             // the last before the checkpoint; wait for them (W3), so that
             // the checkpoint copies them too and the log can restart.
-            let r = self.quiesce(&mut w).and_then(|()| {
-                self.run_checkpoint(&mut w, db, CheckpointMode::Passive, readers, false)?;
+            let r = self.quiesce_installed(&mut w, readers).and_then(|view| {
+                self.run_checkpoint(&mut w, db, CheckpointMode::Passive, &view, false)?;
                 if w.pipelined && !self.opts.delayed_checkpoint {
                     // Under load the next append rarely finds the log
                     // quiet; restart now, while it is.
-                    self.try_restart(&mut w, db, readers)?;
+                    self.try_restart(&mut w, db, &view)?;
                 }
                 Ok(())
             });
@@ -1748,14 +1816,14 @@ impl Journal for WalJournal {
         &self,
         db: &DbFile,
         mode: CheckpointMode,
-        readers: &[Tid],
+        readers: &dyn Readers,
     ) -> Result<CheckpointInfo> {
         let mut w = self.w.lock();
         if w.file.is_none() {
             return Ok(CheckpointInfo::default());
         }
-        self.quiesce(&mut w)?;
-        self.run_checkpoint(&mut w, db, mode, readers, mode == CheckpointMode::Truncate)
+        let view = self.quiesce_installed(&mut w, readers)?;
+        self.run_checkpoint(&mut w, db, mode, &view, mode == CheckpointMode::Truncate)
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
