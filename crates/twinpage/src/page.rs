@@ -5,7 +5,7 @@
 //! private pages (`pager::WritePages`).
 
 use crate::base::{KeyOrder, Pgno, Result};
-use crate::node::{Bytes, EncodeCtx, LeafCell, Node, NodeFormat};
+use crate::node::{Bytes, EncodeCtx, LeafCell, Node, NodeFormat, Value};
 use std::sync::Arc;
 
 /// Read access to pages (the committed state, or a writer's view).
@@ -98,6 +98,30 @@ pub trait PageWrite: PageRead {
     /// one it recycled from a node it no longer holds.
     fn leaf_buffer(&mut self) -> Vec<LeafCell> {
         Vec::new()
+    }
+    /// The cells of leaf `pgno` to modify and put back, given its node as
+    /// [`PageRead::node`] returned it: a pager may hand over the node's
+    /// own cells when nothing else holds the node (it is about to be
+    /// replaced), instead of a copy. The page's content is then undefined
+    /// until the caller puts the modified node (an error in between
+    /// aborts the transaction).
+    fn leaf_to_modify(&mut self, pgno: Pgno, node: Arc<Node>) -> Result<Vec<LeafCell>> {
+        match &*node {
+            Node::Leaf(cells) => {
+                let mut v = self.leaf_buffer();
+                v.reserve(cells.len() + 1);
+                v.extend(cells.iter().cloned());
+                Ok(v)
+            }
+            Node::Interior { .. } => Err(crate::base::Error::Internal(format!(
+                "page {pgno}: a leaf to modify is an interior node"
+            ))),
+        }
+    }
+    /// A value the tree took out of a leaf and no longer needs: a pager
+    /// may keep its buffer for a later value.
+    fn discard_value(&mut self, value: Value) {
+        let _ = value;
     }
     /// Put `node` at `pgno` if it fits there ([`PageWrite::fits`]), or
     /// hand it back. A pager may do the placement work once here instead

@@ -927,14 +927,6 @@ fn shrink_root<P: PageWrite + ?Sized>(
     Ok(())
 }
 
-/// A copy of a leaf's cells to modify, in a buffer the pager may recycle.
-fn copy_cells<P: PageWrite + ?Sized>(p: &mut P, cells: &[LeafCell]) -> Vec<LeafCell> {
-    let mut v = p.leaf_buffer();
-    v.reserve(cells.len() + 1);
-    v.extend(cells.iter().cloned());
-    v
-}
-
 fn modify<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
@@ -951,51 +943,15 @@ fn modify<P: PageWrite + ?Sized>(
         ));
     }
     let node = p.node(pgno, order)?;
+    let pos = match &*node {
+        Node::Leaf(cells) => Some(leaf_search(cells, key, order)),
+        Node::Interior { .. } => None,
+    };
+    if let Some(pos) = pos {
+        return modify_leaf(p, pgno, node, pos, key, op, cfg, order, depth);
+    }
     match &*node {
-        Node::Leaf(cells) => {
-            let pos = leaf_search(cells, key, order);
-            match (op, pos) {
-                (Op::Put(v), Ok(i)) => {
-                    let mut cells = copy_cells(p, cells);
-                    let new = v.take().expect("value consumed once");
-                    let old = std::mem::replace(&mut cells[i].value, new);
-                    free_value(p, &old)?;
-                    let last = i + 1 == cells.len();
-                    let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0, cfg, order)?;
-                    if placed.first == pgno && placed.split.is_none() {
-                        p.note_change(pgno, i);
-                    }
-                    Ok((true, placed))
-                }
-                (Op::Put(v), Err(i)) => {
-                    let key = own_key(p, key.into())?;
-                    let mut cells = copy_cells(p, cells);
-                    let appended = i == cells.len();
-                    cells.insert(
-                        i,
-                        LeafCell {
-                            key,
-                            value: v.take().expect("value consumed once"),
-                        },
-                    );
-                    Ok((
-                        false,
-                        store(p, pgno, Node::Leaf(cells), appended, depth == 0, cfg, order)?,
-                    ))
-                }
-                (Op::Delete, Ok(i)) => {
-                    let mut cells = copy_cells(p, cells);
-                    let c = cells.remove(i);
-                    free_key(p, &c.key)?;
-                    free_value(p, &c.value)?;
-                    Ok((
-                        true,
-                        store(p, pgno, Node::Leaf(cells), false, depth == 0, cfg, order)?,
-                    ))
-                }
-                (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
-            }
-        }
+        Node::Leaf(_) => Err(corrupt(pgno, "a leaf turned into an interior node")),
         Node::Interior { cells, right } => {
             let idx = child_index(cells, key, order);
             let child = child_at(cells, *right, idx);
@@ -1045,6 +1001,65 @@ fn modify<P: PageWrite + ?Sized>(
             )?;
             Ok((existed, placed))
         }
+    }
+}
+
+/// [`modify`] at the leaf `pgno` (its node `node`, the key's position
+/// `pos`): the cells are the pager's to hand over ([`PageWrite::leaf_to_modify`]).
+#[allow(clippy::too_many_arguments)]
+fn modify_leaf<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pgno: Pgno,
+    node: Arc<Node>,
+    pos: std::result::Result<usize, usize>,
+    key: &[u8],
+    op: &mut Op,
+    cfg: &TreeConfig,
+    order: &dyn KeyOrder,
+    depth: usize,
+) -> Result<(bool, Placed)> {
+    match (op, pos) {
+        (Op::Put(v), Ok(i)) => {
+            let mut cells = p.leaf_to_modify(pgno, node)?;
+            let new = v.take().expect("value consumed once");
+            let old = std::mem::replace(&mut cells[i].value, new);
+            free_value(p, &old)?;
+            p.discard_value(old);
+            let last = i + 1 == cells.len();
+            let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0, cfg, order)?;
+            if placed.first == pgno && placed.split.is_none() {
+                p.note_change(pgno, i);
+            }
+            Ok((true, placed))
+        }
+        (Op::Put(v), Err(i)) => {
+            let key = own_key(p, key.into())?;
+            let mut cells = p.leaf_to_modify(pgno, node)?;
+            let appended = i == cells.len();
+            cells.insert(
+                i,
+                LeafCell {
+                    key,
+                    value: v.take().expect("value consumed once"),
+                },
+            );
+            Ok((
+                false,
+                store(p, pgno, Node::Leaf(cells), appended, depth == 0, cfg, order)?,
+            ))
+        }
+        (Op::Delete, Ok(i)) => {
+            let mut cells = p.leaf_to_modify(pgno, node)?;
+            let c = cells.remove(i);
+            free_key(p, &c.key)?;
+            free_value(p, &c.value)?;
+            p.discard_value(c.value);
+            Ok((
+                true,
+                store(p, pgno, Node::Leaf(cells), false, depth == 0, cfg, order)?,
+            ))
+        }
+        (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
     }
 }
 

@@ -14,8 +14,12 @@ use std::sync::Arc;
 pub struct CachedPage {
     /// Page bytes.
     pub raw: Arc<[u8]>,
-    /// Decoded node, filled on first tree access.
+    /// Decoded node, filled on first tree access (and taken out by a
+    /// writer about to replace it).
     pub node: Option<Arc<Node>>,
+    /// The image decoded as a tree page once (it was verified) or this
+    /// process encoded it: a one-cell patch may build on it.
+    pub verified: bool,
 }
 
 struct Slot {
@@ -237,6 +241,7 @@ mod tests {
                 CachedPage {
                     raw: Arc::from(vec![p as u8; 4]),
                     node: None,
+                    verified: false,
                 },
             );
             assert!(c.len() <= 8);

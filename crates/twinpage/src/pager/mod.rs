@@ -107,7 +107,7 @@ use crate::journal::{
     Journal, ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, ReaderView, Readers,
     RecoverCtx, Recovery, TestFaults,
 };
-use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat};
+use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat, Value};
 use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::{Condvar, Mutex};
@@ -988,6 +988,7 @@ impl Pager {
             let mut sh = self.cache.write(pgno);
             if let Some(p) = sh.cache.peek(pgno) {
                 if Arc::ptr_eq(&p.raw, &raw) {
+                    p.verified |= node.is_some();
                     p.node = node.clone();
                 }
             }
@@ -1011,6 +1012,7 @@ impl Pager {
                 CachedPage {
                     raw: raw.clone(),
                     node: node.clone(),
+                    verified: node.is_some(),
                 },
             )
         } else {
@@ -1256,8 +1258,9 @@ impl Pager {
 
     /// The page patched from its committed image when the transaction
     /// changed one leaf cell of it (and nothing else) and that image is
-    /// cached with its decoded node, i.e. it was verified when read: a
-    /// patch must not seal damage it never checked.
+    /// cached as verified (decoded once, or encoded here; its node may
+    /// have been handed to this writer): a patch must not seal damage it
+    /// never checked.
     fn encode_changed(
         &self,
         st: &WriteState,
@@ -1278,7 +1281,7 @@ impl Pager {
         let base = {
             let sh = self.cache.read(pgno);
             match sh.cache.get(pgno) {
-                Some(p) if p.node.is_some() => p.raw.clone(),
+                Some(p) if p.verified => p.raw.clone(),
                 _ => return Ok(None),
             }
         };
@@ -1467,6 +1470,7 @@ impl Pager {
                 img.pgno,
                 CachedPage {
                     raw: img.data,
+                    verified: node.is_some(),
                     node,
                 },
             );
@@ -2127,6 +2131,48 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
 
     fn leaf_buffer(&mut self) -> Vec<LeafCell> {
         self.pager.leaf_buffer()
+    }
+
+    /// The node the tree is about to replace: its cells are handed over
+    /// when nothing else holds it (no copy of every cell, and none of the
+    /// references into the page image to take and drop). A dirty node is
+    /// this transaction's alone; a committed one leaves the cache (the
+    /// page image stays: a reader decodes it again on a hit) only when the
+    /// cache holds the sole other reference, under the shard's write lock,
+    /// so no reader can take one meanwhile.
+    fn leaf_to_modify(&mut self, pgno: Pgno, node: Arc<Node>) -> Result<Vec<LeafCell>> {
+        let node = match self.st.dirty.get_mut(&pgno) {
+            Some(Dirty::Node(n)) if Arc::ptr_eq(n, &node) => {
+                drop(node);
+                if let Some(Node::Leaf(cells)) = Arc::get_mut(n) {
+                    return Ok(std::mem::take(cells));
+                }
+                n.clone()
+            }
+            Some(_) => node,
+            None if self.st.spilled.contains(&pgno) => node,
+            None => match self.pager.take_cached_leaf(pgno, node) {
+                Ok(cells) => return Ok(cells),
+                Err(node) => node,
+            },
+        };
+        match &*node {
+            Node::Leaf(cells) => {
+                let mut v = self.pager.leaf_buffer();
+                v.reserve(cells.len() + 1);
+                v.extend(cells.iter().cloned());
+                Ok(v)
+            }
+            Node::Interior { .. } => Err(Error::Internal(format!(
+                "page {pgno}: a leaf to modify is an interior node"
+            ))),
+        }
+    }
+
+    fn discard_value(&mut self, value: Value) {
+        if let Value::Inline(b) = value {
+            self.pager.discard_value(b);
+        }
     }
 
     fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {

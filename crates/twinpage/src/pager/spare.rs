@@ -77,7 +77,7 @@ impl Pager {
     /// Keep the page buffer of a cache entry that was replaced, if nothing
     /// else holds it (a decoded node may still point into it).
     pub(super) fn recycle(&self, old: CachedPage) {
-        let CachedPage { mut raw, node } = old;
+        let CachedPage { mut raw, node, .. } = old;
         let mut sp = self.spare.lock();
         if let Some(mut node) = node {
             // The node's allocation and its leaf vector, if nothing else
@@ -107,6 +107,45 @@ impl Pager {
         {
             sp.buffers.push(raw);
         }
+    }
+
+    /// A value the tree replaced or deleted: keep its buffer if nothing
+    /// else holds it.
+    pub(super) fn discard_value(&self, b: Bytes) {
+        let mut sp = self.spare.lock();
+        self.keep_value(&mut sp, b);
+    }
+
+    /// The cells of the cached committed node of `pgno`, which a writer is
+    /// about to replace, if the cache holds the only other reference to
+    /// `node`: the cache keeps the page image without its node, and the
+    /// node's allocation is kept for the next one. Otherwise `node` back.
+    pub(super) fn take_cached_leaf(
+        &self,
+        pgno: Pgno,
+        mut node: Arc<Node>,
+    ) -> Result<Vec<LeafCell>, Arc<Node>> {
+        {
+            // Readers clone a cached node under the shard's read lock: with
+            // the write lock held, the count cannot grow.
+            let mut sh = self.cache.write(pgno);
+            if let Some(p) = sh.cache.peek(pgno) {
+                if Arc::strong_count(&node) == 2
+                    && p.node.as_ref().is_some_and(|n| Arc::ptr_eq(n, &node))
+                {
+                    p.node = None;
+                }
+            }
+        }
+        let Some(Node::Leaf(cells)) = Arc::get_mut(&mut node) else {
+            return Err(node);
+        };
+        let cells = std::mem::take(cells);
+        let mut sp = self.spare.lock();
+        if sp.shells.len() < SPARE_BUFFERS {
+            sp.shells.push(node);
+        }
+        Ok(cells)
     }
 
     /// Keep the buffer behind a replaced cell's value if it is a value
