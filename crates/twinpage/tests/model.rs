@@ -230,8 +230,18 @@ fn deep_tree_every_mode() {
             t.put("t", format!("new{i:05}").as_bytes(), b"v").unwrap();
         }
         t.commit().unwrap();
-        assert_eq!(db.stats().page_count, pages, "free list reused");
-        db.check().unwrap();
+        // (The tree shapes differ by mode: IPS, which does not merge, may
+        // free fewer pages than the inserts need.)
+        let grown = db.stats().page_count > pages;
+        let free = db.check().unwrap().free_pages;
+        assert!(
+            !grown || free == 0,
+            "{mode:?}: the file grew by {} pages with {free} pages free",
+            db.stats().page_count - pages
+        );
+        if after.free_pages >= 64 {
+            assert_eq!(db.stats().page_count, pages, "{mode:?}: free list reused");
+        }
         db.close().unwrap();
     }
 }
