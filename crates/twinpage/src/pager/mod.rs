@@ -82,6 +82,13 @@
 //!   the spill, P1) would turn the rolled-back cells into the next commit
 //!   of that TID, for a reader that decodes the image at a later snapshot
 //!   and for a later writer that writes over it as its base.
+//! - **P15** A writer about to replace a committed leaf takes its cached
+//!   node instead of copying its cells ([`PageWrite::leaf_to_modify`])
+//!   only while the cache holds the sole other reference, checked under
+//!   the shard's write lock (readers clone cached nodes under its read
+//!   lock). The committed image stays cached without its node, flagged as
+//!   verified, so a reader decodes it again on a hit and the one-cell
+//!   patch at commit may still build on it; a rollback leaves it so.
 
 mod alloc;
 mod cache;
