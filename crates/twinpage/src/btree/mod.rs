@@ -948,7 +948,7 @@ fn modify<P: PageWrite + ?Sized>(
         Node::Interior { .. } => None,
     };
     if let Some(pos) = pos {
-        return modify_leaf(p, pgno, node, pos, key, op, cfg, order, depth);
+        return modify_leaf(p, (pgno, node), (key, pos), op, cfg, order, depth);
     }
     match &*node {
         Node::Leaf(_) => Err(corrupt(pgno, "a leaf turned into an interior node")),
@@ -1004,15 +1004,12 @@ fn modify<P: PageWrite + ?Sized>(
     }
 }
 
-/// [`modify`] at the leaf `pgno` (its node `node`, the key's position
-/// `pos`): the cells are the pager's to hand over ([`PageWrite::leaf_to_modify`]).
-#[allow(clippy::too_many_arguments)]
+/// [`modify`] at the leaf `pgno` (its node `node`; `key`'s position in
+/// it, `pos`): the cells are the pager's to hand over ([`PageWrite::leaf_to_modify`]).
 fn modify_leaf<P: PageWrite + ?Sized>(
     p: &mut P,
-    pgno: Pgno,
-    node: Arc<Node>,
-    pos: std::result::Result<usize, usize>,
-    key: &[u8],
+    (pgno, node): (Pgno, Arc<Node>),
+    (key, pos): (&[u8], std::result::Result<usize, usize>),
     op: &mut Op,
     cfg: &TreeConfig,
     order: &dyn KeyOrder,
