@@ -106,17 +106,7 @@ pub trait PageWrite: PageRead {
     /// until the caller puts the modified node (an error in between
     /// aborts the transaction).
     fn leaf_to_modify(&mut self, pgno: Pgno, node: Arc<Node>) -> Result<Vec<LeafCell>> {
-        match &*node {
-            Node::Leaf(cells) => {
-                let mut v = self.leaf_buffer();
-                v.reserve(cells.len() + 1);
-                v.extend(cells.iter().cloned());
-                Ok(v)
-            }
-            Node::Interior { .. } => Err(crate::base::Error::Internal(format!(
-                "page {pgno}: a leaf to modify is an interior node"
-            ))),
-        }
+        copy_leaf(self.leaf_buffer(), pgno, &node)
     }
     /// A value the tree took out of a leaf and no longer needs: a pager
     /// may keep its buffer for a later value.
@@ -137,5 +127,21 @@ pub trait PageWrite: PageRead {
     fn fits_fresh(&self, node: &Node) -> bool {
         let ctx = EncodeCtx::new(self.page_size(), 0, false);
         self.format().fits(node, None, &ctx)
+    }
+}
+
+/// The cells of leaf `node` (page `pgno`) copied into `buf`, with room
+/// for one more: what [`PageWrite::leaf_to_modify`] returns when it cannot
+/// hand the node's own cells over.
+pub fn copy_leaf(mut buf: Vec<LeafCell>, pgno: Pgno, node: &Node) -> Result<Vec<LeafCell>> {
+    match node {
+        Node::Leaf(cells) => {
+            buf.reserve(cells.len() + 1);
+            buf.extend(cells.iter().cloned());
+            Ok(buf)
+        }
+        Node::Interior { .. } => Err(crate::base::Error::Internal(format!(
+            "page {pgno}: a leaf to modify is an interior node"
+        ))),
     }
 }

@@ -951,7 +951,8 @@ fn modify<P: PageWrite + ?Sized>(
         return modify_leaf(p, (pgno, node), (key, pos), op, cfg, order, depth);
     }
     match &*node {
-        Node::Leaf(_) => Err(corrupt(pgno, "a leaf turned into an interior node")),
+        // Leaves returned above.
+        Node::Leaf(_) => Err(corrupt(pgno, "a leaf where an interior node was read")),
         Node::Interior { cells, right } => {
             let idx = child_index(cells, key, order);
             let child = child_at(cells, *right, idx);

@@ -2163,17 +2163,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
                 Err(node) => node,
             },
         };
-        match &*node {
-            Node::Leaf(cells) => {
-                let mut v = self.pager.leaf_buffer();
-                v.reserve(cells.len() + 1);
-                v.extend(cells.iter().cloned());
-                Ok(v)
-            }
-            Node::Interior { .. } => Err(Error::Internal(format!(
-                "page {pgno}: a leaf to modify is an interior node"
-            ))),
-        }
+        crate::page::copy_leaf(self.pager.leaf_buffer(), pgno, &node)
     }
 
     fn discard_value(&mut self, value: Value) {
