@@ -123,6 +123,14 @@ pub trait PageWrite: PageRead {
         self.put_node(pgno, node)?;
         Ok(None)
     }
+    /// [`PageWrite::put_node_if_fits`] for a node whose cells take no more
+    /// room than those of the node `pgno` holds now (a cell removed, or a
+    /// value replaced by one no longer). A format that places cells by size
+    /// alone ([`crate::node::NodeFormat::needs_base`] false) needs no test:
+    /// the page held the larger node.
+    fn put_node_no_larger(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
+        self.put_node_if_fits(pgno, node)
+    }
     /// Whether `node` fits on a page this transaction allocates.
     fn fits_fresh(&self, node: &Node) -> bool {
         let ctx = EncodeCtx::new(self.page_size(), 0, false);

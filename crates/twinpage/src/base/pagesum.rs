@@ -38,6 +38,146 @@ pub fn verify(pgno: Pgno, page: &[u8], at: usize) -> bool {
     page.len() >= at + SUM_LEN && stored(page, at) == page_sum(pgno, page, at)
 }
 
+/// The checksum of a page after some of its bytes changed, from the old
+/// page's stored checksum and only the changed bytes: O(changed bytes)
+/// instead of O(page).
+///
+/// `old` and `new` are the page before and after, equal outside `ranges`
+/// (half-open byte ranges, none overlapping the field at `at`); `old`'s
+/// field holds its checksum as written. CRC is linear over GF(2): the sums
+/// of two equal-length messages differ by the raw CRC of their XOR, which
+/// is the CRC of each changed run advanced over the message bytes that
+/// follow it ([`shift`]). If `old`'s stored checksum does not match its
+/// bytes (damage), the result does not match `new` either: a patch never
+/// seals damage outside the changed ranges. A range that overlaps the
+/// field or the page end falls back to the full sum.
+pub fn patched_sum(
+    pgno: Pgno,
+    old: &[u8],
+    new: &[u8],
+    at: usize,
+    ranges: &[(usize, usize)],
+) -> u32 {
+    patch(stored(old, at), old, new, ranges, (at, at + SUM_LEN))
+        .unwrap_or_else(|| page_sum(pgno, new, at))
+}
+
+/// [`patched_sum`] for any crc32c over a page's bytes minus the run
+/// `skip` (which holds the stored `sum`), whatever the message's prefix:
+/// `None` if a range overlaps `skip` or the page end.
+pub fn patch(
+    sum: u32,
+    old: &[u8],
+    new: &[u8],
+    ranges: &[(usize, usize)],
+    skip: (usize, usize),
+) -> Option<u32> {
+    let ps = new.len();
+    let ok = old.len() == ps
+        && skip.0 <= skip.1
+        && skip.1 <= ps
+        && ranges
+            .iter()
+            .all(|&(s, e)| s <= e && e <= ps && (e <= skip.0 || s >= skip.1));
+    if !ok {
+        return None;
+    }
+    let mut sum = sum;
+    for &(s, e) in ranges {
+        if s == e {
+            continue;
+        }
+        let d = raw_crc_xor(&old[s..e], &new[s..e]);
+        // Message bytes after the run (the skipped run is not in it).
+        let after = if e <= skip.0 {
+            ps - e - (skip.1 - skip.0)
+        } else {
+            ps - e
+        };
+        sum ^= shift(d, after);
+    }
+    Some(sum)
+}
+
+/// The raw CRC-32C register (no pre- or post-inversion), from a zero
+/// register, of the XOR of two equal-length runs: what the change from `a`
+/// to `b` adds to the register.
+fn raw_crc_xor(a: &[u8], b: &[u8]) -> u32 {
+    let mut buf = [0u8; 256];
+    let mut reg = 0u32;
+    for (ca, cb) in a.chunks(buf.len()).zip(b.chunks(buf.len())) {
+        for ((x, &p), &q) in buf.iter_mut().zip(ca).zip(cb) {
+            *x = p ^ q;
+        }
+        reg = !crc32c::crc32c_append(!reg, &buf[..ca.len()]);
+    }
+    reg
+}
+
+/// Zero-byte shift operators: `SHIFT[k][j][b]` is the raw register that
+/// byte `j` of the register holding `b` (the rest zero) becomes after
+/// `2^k` zero bytes. 18 powers cover a 64 KiB page and its page number.
+type ShiftTables = [[[u32; 256]; 4]; SHIFT_POWERS];
+const SHIFT_POWERS: usize = 18;
+
+fn shift_tables() -> &'static ShiftTables {
+    static TABLES: std::sync::OnceLock<Box<ShiftTables>> = std::sync::OnceLock::new();
+    TABLES.get_or_init(|| {
+        let mut t: Box<ShiftTables> = vec![[[0u32; 256]; 4]; SHIFT_POWERS]
+            .into_boxed_slice()
+            .try_into()
+            .expect("SHIFT_POWERS tables");
+        // Columns of the operator: the image of each register bit. One
+        // zero byte from the hardware CRC; each next power is the current
+        // one applied to its own columns (A^(2m) = A^m composed with A^m).
+        let mut col = [0u32; 32];
+        for (i, c) in col.iter_mut().enumerate() {
+            *c = !crc32c::crc32c_append(!(1u32 << i), &[0]);
+        }
+        for table in t.iter_mut() {
+            for (j, row) in table.iter_mut().enumerate() {
+                for b in 1..256usize {
+                    let low = b.trailing_zeros() as usize;
+                    row[b] = row[b & (b - 1)] ^ col[8 * j + low];
+                }
+            }
+            let apply = |v: u32| -> u32 {
+                (0..4).fold(0, |acc, j| acc ^ table[j][(v >> (8 * j)) as u8 as usize])
+            };
+            let next: Vec<u32> = col.iter().map(|&c| apply(c)).collect();
+            col.copy_from_slice(&next);
+        }
+        t
+    })
+}
+
+/// The raw register `v` after `n` zero bytes.
+fn shift(mut v: u32, mut n: usize) -> u32 {
+    let t = shift_tables();
+    let mut k = 0;
+    let step = |v: u32, tk: &[[u32; 256]; 4]| {
+        tk[0][v as u8 as usize]
+            ^ tk[1][(v >> 8) as u8 as usize]
+            ^ tk[2][(v >> 16) as u8 as usize]
+            ^ tk[3][(v >> 24) as u8 as usize]
+    };
+    while n != 0 && v != 0 && k < SHIFT_POWERS {
+        if n & 1 == 1 {
+            v = step(v, &t[k]);
+        }
+        n >>= 1;
+        k += 1;
+    }
+    // Beyond the largest power (never for a page): what is left of `n`
+    // counts 2^SHIFT_POWERS bytes, two steps of the largest power each.
+    if v != 0 {
+        for _ in 0..n.saturating_mul(2) {
+            v = step(v, &t[SHIFT_POWERS - 1]);
+        }
+    }
+    v
+}
+
 /// Whether every byte is zero (a page that was never written: the file
 /// grew over it, or a transaction allocated and freed it).
 pub fn is_zero(page: &[u8]) -> bool {
@@ -59,5 +199,82 @@ mod tests {
             q[bit / 8] ^= 1 << (bit % 8);
             assert!(!verify(9, &q, 508), "flip of bit {bit} detected");
         }
+    }
+    #[test]
+    fn patched_sum_matches_a_full_sum() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for ps in [512usize, 4096, 65536] {
+            for _ in 0..40 {
+                let at = rng.random_range(0..ps - SUM_LEN);
+                let mut old: Vec<u8> = (0..ps).map(|_| rng.random()).collect();
+                seal(5, &mut old, at);
+                let mut new = old.clone();
+                let mut ranges = Vec::new();
+                for _ in 0..rng.random_range(0..4) {
+                    let s = rng.random_range(0..ps);
+                    let e = (s + rng.random_range(0..300)).min(ps);
+                    if e <= at || s >= at + SUM_LEN {
+                        for b in &mut new[s..e] {
+                            *b = rng.random();
+                        }
+                        ranges.push((s, e));
+                    }
+                }
+                // Disjoint ranges only: merge by sorting and dropping overlaps.
+                ranges.sort_unstable();
+                let mut kept: Vec<(usize, usize)> = Vec::new();
+                for r in ranges {
+                    match kept.last_mut() {
+                        Some(l) if r.0 < l.1 => l.1 = l.1.max(r.1),
+                        _ => kept.push(r),
+                    }
+                }
+                let kept: Vec<_> = kept
+                    .into_iter()
+                    .filter(|&(s, e)| e <= at || s >= at + SUM_LEN)
+                    .collect();
+                // Bytes outside the kept ranges are the old ones.
+                let mut covered = vec![false; ps];
+                for &(s, e) in &kept {
+                    covered[s..e].iter_mut().for_each(|c| *c = true);
+                }
+                for i in 0..ps {
+                    if !covered[i] && i != at && !(at..at + SUM_LEN).contains(&i) {
+                        new[i] = old[i];
+                    }
+                }
+                new[at..at + SUM_LEN].copy_from_slice(&old[at..at + SUM_LEN]);
+                assert_eq!(
+                    patched_sum(5, &old, &new, at, &kept),
+                    page_sum(5, &new, at),
+                    "ps {ps} at {at} ranges {kept:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn shift_is_a_run_of_zero_bytes() {
+        let zeros = vec![0u8; (1 << SHIFT_POWERS) * 3 + 77];
+        for n in [0usize, 1, 2, 3, 255, 4096, 65539, zeros.len()] {
+            let v = 0x1234_5678;
+            assert_eq!(
+                shift(v, n),
+                !crc32c::crc32c_append(!v, &zeros[..n]),
+                "n {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_patch_keeps_damage_detectable() {
+        let mut old = vec![3u8; 4096];
+        seal(2, &mut old, 12);
+        old[3000] ^= 0x10; // damage outside the patched range
+        let mut new = old.clone();
+        new[100..140].fill(9);
+        let s = patched_sum(2, &old, &new, 12, &[(100, 140)]);
+        assert_ne!(s, page_sum(2, &new, 12));
     }
 }

@@ -462,6 +462,37 @@ fn store<P: PageWrite + ?Sized>(
     let Some(node) = p.put_node_if_fits(pgno, node)? else {
         return Ok(Placed::at(pgno));
     };
+    place_unfit(p, pgno, node, appended, pinned, cfg, order)
+}
+
+/// [`store`] for a node no larger than the one `pgno` holds now
+/// ([`PageWrite::put_node_no_larger`]).
+fn store_no_larger<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pgno: Pgno,
+    node: Node,
+    appended: bool,
+    pinned: bool,
+    cfg: &TreeConfig,
+    order: &dyn KeyOrder,
+) -> Result<Placed> {
+    let Some(node) = p.put_node_no_larger(pgno, node)? else {
+        return Ok(Placed::at(pgno));
+    };
+    place_unfit(p, pgno, node, appended, pinned, cfg, order)
+}
+
+/// Place a node that does not fit at `pgno`: move it, spread it or split
+/// it.
+fn place_unfit<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pgno: Pgno,
+    node: Node,
+    appended: bool,
+    pinned: bool,
+    cfg: &TreeConfig,
+    order: &dyn KeyOrder,
+) -> Result<Placed> {
     let f = p.format();
     let half = f.capacity(p.page_size()) / 2;
     let small = node.len() < 3 || (!pinned && (cfg.relocate_full || used_bytes(p, &node) <= half));
@@ -1020,11 +1051,18 @@ fn modify_leaf<P: PageWrite + ?Sized>(
         (Op::Put(v), Ok(i)) => {
             let mut cells = p.leaf_to_modify(pgno, node)?;
             let new = v.take().expect("value consumed once");
+            let before = p.format().leaf_cell_size(&cells[i]);
             let old = std::mem::replace(&mut cells[i].value, new);
+            let no_larger = p.format().leaf_cell_size(&cells[i]) <= before;
             free_value(p, &old)?;
             p.discard_value(old);
             let last = i + 1 == cells.len();
-            let placed = store(p, pgno, Node::Leaf(cells), last, depth == 0, cfg, order)?;
+            let node = Node::Leaf(cells);
+            let placed = if no_larger {
+                store_no_larger(p, pgno, node, last, depth == 0, cfg, order)?
+            } else {
+                store(p, pgno, node, last, depth == 0, cfg, order)?
+            };
             if placed.first == pgno && placed.split.is_none() {
                 p.note_change(pgno, i);
             }
@@ -1054,7 +1092,7 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             p.discard_value(c.value);
             Ok((
                 true,
-                store(p, pgno, Node::Leaf(cells), false, depth == 0, cfg, order)?,
+                store_no_larger(p, pgno, Node::Leaf(cells), false, depth == 0, cfg, order)?,
             ))
         }
         (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),

@@ -240,7 +240,15 @@ fn encode_changed(
     cell::put_leaf(out, off, cell);
     out[ps - reserve..].fill(0);
     if ctx.checksums {
-        seal_tree(pgno, out);
+        // Only the cell and the reserved tail changed: patch the sum.
+        let s = pagesum::patched_sum(
+            pgno,
+            base,
+            out,
+            SUM_AT,
+            &[(off, off + len), (ps - reserve, ps)],
+        );
+        out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
     }
     true
 }

@@ -1421,9 +1421,7 @@ impl Pager {
         pages.clear();
         let mut p1 = self.page_buffer();
         let b = unique(&mut p1)?;
-        b.copy_from_slice(&self.committed_raw(1, None)?);
-        st.header.write_to(b);
-        seal_page1(b);
+        st.header.write_over(&self.committed_raw(1, None)?, b);
         pages.push(PageImage { pgno: 1, data: p1 });
         // One shared zero page for the fillers, allocated only if needed.
         let mut zeros: Option<Arc<[u8]>> = None;
@@ -2170,6 +2168,14 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         if let Value::Inline(b) = value {
             self.pager.discard_value(b);
         }
+    }
+
+    fn put_node_no_larger(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
+        if self.pager.format.needs_base() {
+            return self.put_node_if_fits(pgno, node);
+        }
+        self.put_node(pgno, node)?;
+        Ok(None)
     }
 
     fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
