@@ -87,16 +87,26 @@ pub fn patch(
         if s == e {
             continue;
         }
-        let d = raw_crc_xor(&old[s..e], &new[s..e]);
         // Message bytes after the run (the skipped run is not in it).
         let after = if e <= skip.0 {
             ps - e - (skip.1 - skip.0)
         } else {
             ps - e
         };
-        sum ^= shift(d, after);
+        sum ^= run_term(&old[s..e], &new[s..e], after);
     }
     Some(sum)
+}
+
+/// What changing the run `old_run` of a crc32c message into `new_run`
+/// (equal lengths) XORs into the message's crc32c, when `after` bytes of
+/// the message follow the run: the raw CRC of the change, advanced over
+/// those bytes. Which bytes they are does not matter, only their count.
+pub fn run_term(old_run: &[u8], new_run: &[u8], after: usize) -> u32 {
+    if old_run.len() != new_run.len() {
+        return 0;
+    }
+    shift(raw_crc_xor(old_run, new_run), after)
 }
 
 /// The raw CRC-32C register (no pre- or post-inversion), from a zero

@@ -321,6 +321,42 @@ pub(crate) fn put_node_cell(node: &Node, i: usize, out: &mut [u8], at: usize) {
     }
 }
 
+/// Whether cell `i` of `node` is encoded as exactly `page[off..off + len]`
+/// (how an in-page format finds the cells a new version shares with the
+/// committed one). A leaf cell with an inline value and a whole key is
+/// compared field by field, without encoding it; any other is encoded
+/// into `scratch` and compared.
+pub(crate) fn node_cell_matches(
+    node: &Node,
+    i: usize,
+    page: &[u8],
+    (off, len): (usize, usize),
+    scratch: &mut Vec<u8>,
+) -> bool {
+    let Some(stored) = off.checked_add(len).and_then(|e| page.get(off..e)) else {
+        return false;
+    };
+    if let Node::Leaf(cells) = node {
+        let c = &cells[i];
+        if let (Value::Inline(v), None) = (&c.value, c.key.chain()) {
+            let mut head = [0u8; 21];
+            let mut p = put_varint(&mut head, 1, c.key.len() as u64);
+            p = put_varint(&mut head, p, v.len() as u64);
+            return p + c.key.len() + v.len() == len
+                && stored[..p] == head[..p]
+                && stored[p..p + c.key.len()] == c.key[..]
+                && stored[p + c.key.len()..] == v[..];
+        }
+    }
+    scratch.clear();
+    scratch.resize(len, 0);
+    if node_cell_len(node, i) != len {
+        return false;
+    }
+    put_node_cell(node, i, scratch, 0);
+    scratch[..] == *stored
+}
+
 /// The page-type byte and rightmost child of `node`.
 pub(crate) fn kind_of(node: &Node) -> (u8, Pgno) {
     match node {

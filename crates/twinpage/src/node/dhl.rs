@@ -16,7 +16,8 @@
 //!   +1  u8   page type: 0x0D leaf, 0x05 interior
 //!   +2  u16  n, the cells of this version
 //!   +4  u8   flags; bit 0: this header carries the commit record
-//!   +5  3    reserved (0)
+//!   +5  u24  bytes of the version's cells in its checksum message
+//!            (2 + cell length, per cell; 0 if not recorded)
 //!   +8  u64  TID (u64::MAX = INV, invalidated by recovery or rollback)
 //!   +16 u32  rightmost child (interior), 0 (leaf)
 //!   +20 u32  commit record: transaction size (pages written with TID)
@@ -93,6 +94,10 @@ pub struct SlotHeader {
     pub txn_size: u32,
     /// Commit record: page count after the commit.
     pub page_count: u32,
+    /// Bytes of the cells' part of the checksum message (0: not recorded):
+    /// a commit record is embedded by patching the checksum, without
+    /// parsing the cells again.
+    pub cells_len: u32,
     /// Stored checksum.
     pub crc: u32,
 }
@@ -125,6 +130,7 @@ pub fn read_slot(page: &[u8], slot: usize) -> Option<SlotHeader> {
         kind: b[1],
         n: be16(b, 2),
         flags: b[4],
+        cells_len: u32::from_be_bytes([0, b[5], b[6], b[7]]),
         tid: be64(b, 8),
         right: be32(b, 16),
         txn_size: be32(b, 20),
@@ -140,6 +146,9 @@ fn write_slot(page: &mut [u8], h: &SlotHeader) {
     b[1] = h.kind;
     b[2..4].copy_from_slice(&(h.n as u16).to_be_bytes());
     b[4] = h.flags;
+    if h.cells_len < 1 << 24 {
+        b[5..8].copy_from_slice(&h.cells_len.to_be_bytes()[1..]);
+    }
     b[8..16].copy_from_slice(&h.tid.to_be_bytes());
     b[16..20].copy_from_slice(&h.right.to_be_bytes());
     b[20..24].copy_from_slice(&h.txn_size.to_be_bytes());
@@ -451,11 +460,13 @@ impl DhlFormat {
 
     /// Plan the placement of `node` over `base`. `Ok(None)`: it does not
     /// fit in place. The committed version's checksum is verified when
-    /// `pgno` is known (encode); `fits` only gets the layout.
+    /// `verify` (encode over a base not verified since it was read);
+    /// `fits` only gets the layout.
     #[allow(clippy::too_many_arguments)]
     fn layout(
         &self,
         pgno: Option<Pgno>,
+        verify: bool,
         node: &Node,
         base: Option<&[u8]>,
         ps: usize,
@@ -509,9 +520,10 @@ impl DhlFormat {
             ));
         };
         let max_key = self.max_key_len(ps);
-        match pgno {
-            Some(p) => verify_into(p, base, &vh, max_key, spans)?,
-            None => spans_into(at, base, &vh, max_key, spans)?,
+        if verify {
+            verify_into(at, base, &vh, max_key, spans)?;
+        } else {
+            spans_into(at, base, &vh, max_key, spans)?;
         }
         let rows_end = ROWS_AT + ROW_LEN * vh.n.max(n);
         if rows_end > ps || spans.iter().any(|c| c.0 < rows_end) {
@@ -553,13 +565,7 @@ impl DhlFormat {
                 .filter(|c| base[c.2..c.3] == *key)
                 .copied()
                 .filter(|&(off, len, _, _)| {
-                    if len != lens[i] {
-                        return false;
-                    }
-                    scratch.clear();
-                    scratch.resize(len, 0);
-                    put_cell(node, i, scratch, 0);
-                    scratch[..] == base[off..off + len]
+                    len == lens[i] && cell::node_cell_matches(node, i, base, (off, len), scratch)
                 });
             match shared {
                 Some((off, ..)) => offsets[i] = off,
@@ -692,14 +698,36 @@ impl DhlFormat {
         else {
             return Ok(false);
         };
+        let hb = h.slot * SLOT_LEN;
+        let mut before = [0u8; SLOT_LEN];
+        before.copy_from_slice(&page[hb..hb + SLOT_LEN]);
         h.flags |= FLAG_COMMIT;
         h.txn_size = rec.txn_size;
         h.page_count = rec.page_count;
         write_slot(page, &h);
-        let max_key = self.max_key_len(page.len());
-        h.crc = with_scratch(|sc| parse_version_into(pgno, page, &h, max_key, &mut sc.spans))?;
+        let cells_len = h.cells_len as usize;
+        let ps = page.len();
+        if cells_len == 0 || cells_len > 2 * max_rows(ps) + ps {
+            // Not recorded: parse the cells again.
+            let max_key = self.max_key_len(ps);
+            h.crc = with_scratch(|sc| parse_version_into(pgno, page, &h, max_key, &mut sc.spans))?;
+            write_slot(page, &h);
+            pagesum::seal(pgno, page, PAGE_SUM_AT);
+            return Ok(true);
+        }
+        // Only header bytes changed: the version checksum (message: pgno,
+        // header bytes 0..28, then `cells_len` bytes) and the page checksum
+        // (the slot header lies before its field) are patched. A version or
+        // page that did not match its checksum still does not.
+        h.crc ^= pagesum::run_term(&before[..28], &page[hb..hb + 28], cells_len);
         write_slot(page, &h);
-        pagesum::seal(pgno, page, PAGE_SUM_AT);
+        let sum = pagesum::stored(page, PAGE_SUM_AT)
+            ^ pagesum::run_term(
+                &before,
+                &page[hb..hb + SLOT_LEN],
+                ps - SUM_LEN - (hb + SLOT_LEN),
+            );
+        page[PAGE_SUM_AT..PAGE_SUM_AT + SUM_LEN].copy_from_slice(&sum.to_be_bytes());
         Ok(true)
     }
 }
@@ -720,7 +748,7 @@ impl NodeFormat for DhlFormat {
     fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
         with_scratch(|sc| {
             matches!(
-                self.layout(None, node, base, ctx.page_size, ctx.tid, sc),
+                self.layout(None, false, node, base, ctx.page_size, ctx.tid, sc),
                 Ok(Some(_))
             )
         })
@@ -823,7 +851,16 @@ impl DhlFormat {
         out: &mut [u8],
         sc: &mut Scratch,
     ) -> Result<bool> {
-        let Some(lay) = self.layout(Some(pgno), node, base, ctx.page_size, ctx.tid, sc)? else {
+        let Some(lay) = self.layout(
+            Some(pgno),
+            !ctx.base_verified,
+            node,
+            base,
+            ctx.page_size,
+            ctx.tid,
+            sc,
+        )?
+        else {
             return Ok(false);
         };
         match (lay.fresh, base) {
@@ -847,6 +884,7 @@ impl DhlFormat {
             right,
             txn_size: 0,
             page_count: 0,
+            cells_len: sc.lens.iter().map(|l| 2 + l).sum::<usize>() as u32,
             crc: 0,
         };
         write_slot(out, &h);
@@ -1109,6 +1147,45 @@ mod tests {
         assert_eq!(f.invalidate(&mut p2, 7, |t| t > 1), 1);
         assert_eq!(f.scan(7, &p2).tids, vec![1]);
         assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), leaf(&[("a", 1)]));
+    }
+
+    #[test]
+    fn an_embedded_record_patches_both_checksums_like_a_full_sum() {
+        let f = DhlFormat;
+        let p1 = enc(&leaf(&[("a", 1), ("c", 40)]), None, 1);
+        let p2 = enc(&leaf(&[("a", 1), ("b", 300), ("c", 40)]), Some(&p1), 2);
+        let rec = CommitRecord {
+            tid: 2,
+            txn_size: 1,
+            page_count: 12,
+        };
+        let mut patched = p2.clone();
+        assert!(f.embed_commit(7, &mut patched, rec).unwrap());
+        let h = read_slot(&patched, 1).unwrap();
+        assert_eq!((h.tid, h.flags & FLAG_COMMIT), (2, FLAG_COMMIT));
+        assert!(h.cells_len > 0, "the length is recorded");
+        let mut spans = Vec::new();
+        let full = parse_version_into(7, &patched, &h, 100, &mut spans).unwrap();
+        assert_eq!(h.crc, full, "version checksum as summed in full");
+        assert!(pagesum::verify(7, &patched, PAGE_SUM_AT));
+        // Without the length field the record is embedded by a full sum.
+        let mut old = p2.clone();
+        old[SLOT_LEN + 5..SLOT_LEN + 8].fill(0);
+        let mut hh = read_slot(&old, 1).unwrap();
+        hh.crc = parse_version_into(7, &old, &hh, 100, &mut spans).unwrap();
+        write_slot(&mut old, &hh);
+        pagesum::seal(7, &mut old, PAGE_SUM_AT);
+        assert!(f.embed_commit(7, &mut old, rec).unwrap());
+        let h = read_slot(&old, 1).unwrap();
+        assert_eq!(
+            h.crc,
+            parse_version_into(7, &old, &h, 100, &mut spans).unwrap()
+        );
+        assert!(pagesum::verify(7, &old, PAGE_SUM_AT));
+        assert_eq!(
+            f.decode(7, &patched, &dctx(2)).unwrap(),
+            f.decode(7, &old, &dctx(2)).unwrap()
+        );
     }
 
     #[test]

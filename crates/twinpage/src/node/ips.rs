@@ -515,11 +515,13 @@ impl IpsFormat {
     /// SelectVersionForWrite, and §3.2.1-3.2.2): records equal to a live
     /// one of the base version keep their slot; removed and replaced ones
     /// get a tombstone; new ones are appended. `Ok(None)`: it does not fit
-    /// in place. The base version's checksum is verified when `pgno` is
-    /// known (encode); `fits` only plans.
+    /// in place. The base version's checksum is verified when
+    /// `verify_base` (encode over a base not verified since it was read);
+    /// `fits` only plans.
     fn layout(
         &self,
         pgno: Option<Pgno>,
+        verify_base: bool,
         node: &Node,
         base: Option<&[u8]>,
         ps: usize,
@@ -555,11 +557,10 @@ impl IpsFormat {
         let max_key = self.max_key_len(ps);
         // The base's records sorted bytewise: each key of the node (which
         // ascends in its table's order, not known here) is looked up.
-        match pgno {
-            Some(p) => verify(p, base, &b, max_key, &BYTEWISE, &mut sc.spans)?,
-            None => {
-                parse(at, base, &b, max_key, &BYTEWISE, &mut sc.spans)?;
-            }
+        if verify_base {
+            verify(at, base, &b, max_key, &BYTEWISE, &mut sc.spans)?;
+        } else {
+            parse(at, base, &b, max_key, &BYTEWISE, &mut sc.spans)?;
         }
         sc.kept.clear();
         sc.kept.resize(sc.spans.len(), false);
@@ -570,12 +571,8 @@ impl IpsFormat {
             let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
                 Ok(j) => {
                     let (off, len, _, _, slot) = sc.spans[j];
-                    let same = len == sc.lens[i] && {
-                        sc.cell.clear();
-                        sc.cell.resize(len, 0);
-                        put_cell(node, i, &mut sc.cell, 0);
-                        sc.cell[..] == base[off..off + len]
-                    };
+                    let same = len == sc.lens[i]
+                        && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell);
                     // Only ever set: each base record is one cell's.
                     sc.kept[j] |= same;
                     same.then_some(slot)
@@ -700,7 +697,9 @@ impl IpsFormat {
         sc: &mut Scratch,
     ) -> Result<bool> {
         let ps = ctx.page_size;
-        let Some(plan) = self.layout(Some(pgno), node, base, ps, ctx.tid, sc)? else {
+        let Some(plan) =
+            self.layout(Some(pgno), !ctx.base_verified, node, base, ps, ctx.tid, sc)?
+        else {
             return Ok(false);
         };
         match (plan.base, base) {
@@ -815,7 +814,7 @@ impl NodeFormat for IpsFormat {
     fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
         with_scratch(|sc| {
             matches!(
-                self.layout(None, node, base, ctx.page_size, ctx.tid, sc),
+                self.layout(None, false, node, base, ctx.page_size, ctx.tid, sc),
                 Ok(Some(_))
             )
         })

@@ -145,6 +145,11 @@ pub struct EncodeCtx {
     /// versions inside the page may drop those that ended at or before it
     /// (lazy garbage collection, \[LSM\] §5.1); the others ignore it.
     pub horizon: u64,
+    /// The base image handed with this context was verified since it was
+    /// read (decoded once, or written by this process): a format that
+    /// writes a new version beside the committed one need not check the
+    /// committed version's checksum again. False unless the pager knows.
+    pub base_verified: bool,
 }
 
 impl EncodeCtx {
@@ -156,6 +161,7 @@ impl EncodeCtx {
             tid,
             checksums,
             horizon: tid.saturating_sub(1),
+            base_verified: false,
         }
     }
 }

@@ -706,8 +706,9 @@ impl MvbtFormat {
                 let b = Self::base_version(pgno, page, tid)?;
                 let max_key = self.max_key_len(ps);
                 match pgno {
-                    Some(p) => verify(p, page, &b, max_key, &mut sc.spans)?,
-                    None => {
+                    // A base verified since it was read is only parsed.
+                    Some(p) if !ctx.base_verified => verify(p, page, &b, max_key, &mut sc.spans)?,
+                    _ => {
                         parse(at, page, &b, max_key, &mut sc.spans)?;
                     }
                 }

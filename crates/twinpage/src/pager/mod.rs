@@ -1241,6 +1241,15 @@ impl Pager {
         Ok(None)
     }
 
+    /// Whether `raw` is the cached image of `pgno` and was verified since
+    /// it was read (decoded, or encoded by this process).
+    fn is_verified(&self, pgno: Pgno, raw: &Arc<[u8]>) -> bool {
+        let sh = self.cache.read(pgno);
+        sh.cache
+            .lookup(pgno)
+            .is_some_and(|p| p.verified && Arc::ptr_eq(&p.raw, raw))
+    }
+
     fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty, tid: u64) -> Result<Arc<[u8]>> {
         match d {
             // Sealed when it was put (`put_raw`): handed on as it is.
@@ -2190,7 +2199,10 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         self.check_range(pgno)?;
         let base = self.pager.base_image(&self.st, pgno)?;
         let mut out = self.pager.page_buffer();
-        let ctx = self.pager.encode_ctx(self.st.txn.tid);
+        let mut ctx = self.pager.encode_ctx(self.st.txn.tid);
+        ctx.base_verified = base
+            .as_ref()
+            .is_some_and(|b| self.pager.is_verified(pgno, b));
         if !self.pager.format.encode_if_fits(
             pgno,
             &node,
