@@ -348,7 +348,12 @@ impl DhlFormat {
         // out. Verifying both headers turns damage to the visible header's
         // TID or magic into an error instead of a silent fallback to the
         // older version.
+        //
+        // An intact page checksum vouches for both versions (C5): the
+        // visible one is then only parsed, not summed again.
+        let page_ok = pagesum::verify(pgno, page, PAGE_SUM_AT);
         let mut checked: [Option<Vec<Span>>; 2] = [None, None];
+        let mut intact = [false; 2];
         for s in 0..2 {
             match page[s * SLOT_LEN] {
                 0 => {}
@@ -357,7 +362,10 @@ impl DhlFormat {
                     if h.tid == INV {
                         continue;
                     }
-                    checked[s] = Some(verified(pgno, page, &h, max_key)?);
+                    intact[s] = true;
+                    if !page_ok {
+                        checked[s] = Some(verified(pgno, page, &h, max_key)?);
+                    }
                 }
                 b => {
                     return Err(corrupt(
@@ -372,7 +380,7 @@ impl DhlFormat {
                 .filter_map(|s| read_slot(page, s))
                 .map(|h| h.tid.to_string())
                 .collect();
-            if checked.iter().all(Option::is_some) {
+            if intact.iter().all(|&i| i) {
                 // Two intact versions, both newer than the snapshot: two
                 // commits since the reader began (a multi-writer protocol)
                 // overwrote the version it needs (\[IPS\] §4.2: such a
@@ -639,18 +647,28 @@ impl DhlFormat {
                 n += 1;
             }
         }
-        if n > 0 {
+        if n > 0 && self.live_versions_intact(pgno, page) {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
         }
         n
+    }
+
+    /// Whether every version not invalidated passes its checksum: only
+    /// then may the page checksum be sealed (C5).
+    fn live_versions_intact(&self, pgno: Pgno, page: &[u8]) -> bool {
+        let max_key = self.max_key_len(page.len());
+        (0..2)
+            .filter_map(|s| read_slot(page, s))
+            .all(|h| h.tid == INV || verified(pgno, page, &h, max_key).is_ok())
     }
 
     /// Recovery's repair of one page once the FCC is decided: invalidate
     /// every version above `fcc`, and every version below the visible one
     /// that fails its checksum (cells a torn write reclaimed from it). The
     /// visible version itself is never invalidated: if it is damaged,
-    /// reads report it. A page whose page checksum fails (a write torn in
-    /// bytes no valid version uses) is resealed. Returns the changes made
+    /// reads report it (and the page checksum is left failing, C5). A page
+    /// whose page checksum fails (a write torn in bytes no valid version
+    /// uses) is resealed. Returns the changes made
     /// (versions invalidated, plus one for a reseal): nonzero means the
     /// page must be written back.
     pub fn repair(&self, page: &mut [u8], pgno: Pgno, fcc: u64) -> usize {
@@ -678,7 +696,9 @@ impl DhlFormat {
                 n += 1;
             }
         }
-        if n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT) {
+        if (n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT))
+            && self.live_versions_intact(pgno, page)
+        {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
             n += usize::from(n == 0);
         }

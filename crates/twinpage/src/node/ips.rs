@@ -518,6 +518,7 @@ impl IpsFormat {
     /// in place. The base version's checksum is verified when
     /// `verify_base` (encode over a base not verified since it was read);
     /// `fits` only plans.
+    #[allow(clippy::too_many_arguments)]
     fn layout(
         &self,
         pgno: Option<Pgno>,
