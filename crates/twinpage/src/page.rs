@@ -123,6 +123,26 @@ pub trait PageWrite: PageRead {
         self.put_node(pgno, node)?;
         Ok(None)
     }
+    /// [`PageWrite::put_node_if_fits`] for a leaf that differs from the
+    /// node `pgno` holds now only in cell `cell` (same key, new value);
+    /// `no_larger` if that cell takes no more room than before
+    /// ([`PageWrite::put_node_no_larger`]). A pager that knows the page
+    /// has no other change since the committed version may tell the format
+    /// ([`crate::node::EncodeCtx::changed_cell`]).
+    fn put_leaf_changed(
+        &mut self,
+        pgno: Pgno,
+        node: Node,
+        cell: usize,
+        no_larger: bool,
+    ) -> Result<Option<Node>> {
+        let _ = cell;
+        if no_larger {
+            self.put_node_no_larger(pgno, node)
+        } else {
+            self.put_node_if_fits(pgno, node)
+        }
+    }
     /// [`PageWrite::put_node_if_fits`] for a node whose cells take no more
     /// room than those of the node `pgno` holds now (a cell removed, or a
     /// value replaced by one no longer). A format that places cells by size

@@ -1057,11 +1057,9 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_value(p, &old)?;
             p.discard_value(old);
             let last = i + 1 == cells.len();
-            let node = Node::Leaf(cells);
-            let placed = if no_larger {
-                store_no_larger(p, pgno, node, last, depth == 0, cfg, order)?
-            } else {
-                store(p, pgno, node, last, depth == 0, cfg, order)?
+            let placed = match p.put_leaf_changed(pgno, Node::Leaf(cells), i, no_larger)? {
+                None => Placed::at(pgno),
+                Some(node) => place_unfit(p, pgno, node, last, depth == 0, cfg, order)?,
             };
             if placed.first == pgno && placed.split.is_none() {
                 p.note_change(pgno, i);

@@ -470,17 +470,16 @@ impl DhlFormat {
     /// fit in place. The committed version's checksum is verified when
     /// `verify` (encode over a base not verified since it was read);
     /// `fits` only gets the layout.
-    #[allow(clippy::too_many_arguments)]
     fn layout(
         &self,
         pgno: Option<Pgno>,
         verify: bool,
         node: &Node,
         base: Option<&[u8]>,
-        ps: usize,
-        tid: u64,
+        ctx: &EncodeCtx,
         sc: &mut Scratch,
     ) -> Result<Option<Layout>> {
+        let (ps, tid) = (ctx.page_size, ctx.tid);
         let n = node.len();
         if n > max_rows(ps) {
             return Ok(None);
@@ -541,13 +540,33 @@ impl DhlFormat {
         // Cells equal to a committed one are shared, not copied
         // (the paper's in-page copy-on-write copies only the header).
         offsets.resize(n, 0);
+        // The pager's hint: the node is the committed version with one
+        // leaf cell changed. Every other cell pairs with the committed
+        // cell at its position; only that one is compared.
+        let by_position = ctx.changed_cell.filter(|&c| {
+            c < n
+                && spans.len() == n
+                && vh.kind == LEAF
+                && matches!(node, Node::Leaf(_))
+                && (0..n).all(|j| j == c || spans[j].1 == lens[j])
+        });
+        if let Some(c) = by_position {
+            for (o, sp) in offsets.iter_mut().zip(spans.iter()) {
+                *o = sp.0;
+            }
+            let (off, len, ..) = spans[c];
+            if !(len == lens[c] && cell::node_cell_matches(node, c, base, (off, len), scratch)) {
+                new.push(c);
+            }
+        }
         // Both versions ascend in the table's order, which the format does
         // not see here. When the committed keys ascend bytewise (the
         // default order) one merge walk finds the pairs; otherwise each key
         // is looked up in an index of the committed keys sorted bytewise.
-        let bytewise = spans
-            .windows(2)
-            .all(|w| base[w[0].2..w[0].3] < base[w[1].2..w[1].3]);
+        let bytewise = by_position.is_some()
+            || spans
+                .windows(2)
+                .all(|w| base[w[0].2..w[0].3] < base[w[1].2..w[1].3]);
         if !bytewise {
             order.clear();
             order.extend(0..spans.len());
@@ -556,7 +575,7 @@ impl DhlFormat {
             });
         }
         let mut j = 0;
-        for i in 0..n {
+        for i in (0..n).filter(|_| by_position.is_none()) {
             // Paired by the bytes the page stores for the key.
             let key = cell::key_ident(cell_key(node, i), ident);
             if bytewise {
@@ -766,12 +785,7 @@ impl NodeFormat for DhlFormat {
     }
 
     fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
-        with_scratch(|sc| {
-            matches!(
-                self.layout(None, false, node, base, ctx.page_size, ctx.tid, sc),
-                Ok(Some(_))
-            )
-        })
+        with_scratch(|sc| matches!(self.layout(None, false, node, base, ctx, sc), Ok(Some(_))))
     }
 
     fn leaf_cell_size(&self, c: &LeafCell) -> usize {
@@ -871,16 +885,7 @@ impl DhlFormat {
         out: &mut [u8],
         sc: &mut Scratch,
     ) -> Result<bool> {
-        let Some(lay) = self.layout(
-            Some(pgno),
-            !ctx.base_verified,
-            node,
-            base,
-            ctx.page_size,
-            ctx.tid,
-            sc,
-        )?
-        else {
+        let Some(lay) = self.layout(Some(pgno), !ctx.base_verified, node, base, ctx, sc)? else {
             return Ok(false);
         };
         match (lay.fresh, base) {

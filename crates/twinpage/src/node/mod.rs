@@ -150,6 +150,11 @@ pub struct EncodeCtx {
     /// writes a new version beside the committed one need not check the
     /// committed version's checksum again. False unless the pager knows.
     pub base_verified: bool,
+    /// The node differs from the base's committed version only in leaf
+    /// cell `i` (same key, new value): a hint from the pager, which knows
+    /// when the transaction has made no other change to the page. A format
+    /// may then pair the other cells with the committed ones by position.
+    pub changed_cell: Option<usize>,
 }
 
 impl EncodeCtx {
@@ -162,6 +167,7 @@ impl EncodeCtx {
             checksums,
             horizon: tid.saturating_sub(1),
             base_verified: false,
+            changed_cell: None,
         }
     }
 }

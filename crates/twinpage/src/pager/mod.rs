@@ -2030,6 +2030,40 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
 
     /// Before `pgno` is put: a page put a second time (or freed) has no
     /// single changed cell any more.
+    /// Encode `node` over the base image of `pgno` now (a format that
+    /// places cells around the committed version), or hand it back if it
+    /// does not fit. `changed_cell`: [`EncodeCtx::changed_cell`].
+    fn put_encoded(
+        &mut self,
+        pgno: Pgno,
+        node: Node,
+        changed_cell: Option<usize>,
+    ) -> Result<Option<Node>> {
+        self.check_range(pgno)?;
+        let base = self.pager.base_image(&self.st, pgno)?;
+        let mut out = self.pager.page_buffer();
+        let mut ctx = self.pager.encode_ctx(self.st.txn.tid);
+        ctx.base_verified = base
+            .as_ref()
+            .is_some_and(|b| self.pager.is_verified(pgno, b));
+        ctx.changed_cell = changed_cell;
+        if !self.pager.format.encode_if_fits(
+            pgno,
+            &node,
+            base.as_deref(),
+            &ctx,
+            unique(&mut out)?,
+        )? {
+            return Ok(Some(node));
+        }
+        self.first_write(pgno)?;
+        self.mark_put(pgno);
+        let node = self.pager.node_arc(node);
+        self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
+        self.maybe_spill()?;
+        Ok(None)
+    }
+
     fn mark_put(&mut self, pgno: Pgno) {
         self.st.generation += 1;
         if self.st.dirty.contains_key(&pgno) {
@@ -2187,6 +2221,34 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         Ok(None)
     }
 
+    fn put_leaf_changed(
+        &mut self,
+        pgno: Pgno,
+        node: Node,
+        cell: usize,
+        no_larger: bool,
+    ) -> Result<Option<Node>> {
+        if !self.pager.format.needs_base() {
+            return if no_larger {
+                self.put_node_no_larger(pgno, node)
+            } else {
+                self.put_node_if_fits(pgno, node)
+            };
+        }
+        // The node is the committed version with one cell changed when this
+        // transaction has not written the page before and the committed
+        // state cannot have moved past the version the tree read (one
+        // writer at a time).
+        let st = &self.st;
+        let first_change = !self.pager.profile.multi_writer
+            && !st.dirty.contains_key(&pgno)
+            && !st.spilled.contains(&pgno)
+            && !st.allocated.contains(&pgno)
+            && !st.changed.contains_key(&pgno)
+            && pgno <= st.orig_header.page_count;
+        self.put_encoded(pgno, node, first_change.then_some(cell))
+    }
+
     fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
         if !self.pager.format.needs_base() {
             // Placement is a size sum: test now, encode once at commit.
@@ -2196,28 +2258,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             self.put_node(pgno, node)?;
             return Ok(None);
         }
-        self.check_range(pgno)?;
-        let base = self.pager.base_image(&self.st, pgno)?;
-        let mut out = self.pager.page_buffer();
-        let mut ctx = self.pager.encode_ctx(self.st.txn.tid);
-        ctx.base_verified = base
-            .as_ref()
-            .is_some_and(|b| self.pager.is_verified(pgno, b));
-        if !self.pager.format.encode_if_fits(
-            pgno,
-            &node,
-            base.as_deref(),
-            &ctx,
-            unique(&mut out)?,
-        )? {
-            return Ok(Some(node));
-        }
-        self.first_write(pgno)?;
-        self.mark_put(pgno);
-        let node = self.pager.node_arc(node);
-        self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
-        self.maybe_spill()?;
-        Ok(None)
+        self.put_encoded(pgno, node, None)
     }
 
     fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
