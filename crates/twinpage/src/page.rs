@@ -5,7 +5,7 @@
 //! private pages (`pager::WritePages`).
 
 use crate::base::{KeyOrder, Pgno, Result};
-use crate::node::{Bytes, EncodeCtx, LeafCell, Node, NodeFormat, Value};
+use crate::node::{Bytes, EncodeCtx, LeafCell, LeafChange, Node, NodeFormat, Value};
 use std::sync::Arc;
 
 /// Read access to pages (the committed state, or a writer's view).
@@ -124,19 +124,19 @@ pub trait PageWrite: PageRead {
         Ok(None)
     }
     /// [`PageWrite::put_node_if_fits`] for a leaf that differs from the
-    /// node `pgno` holds now only in cell `cell` (same key, new value);
-    /// `no_larger` if that cell takes no more room than before
+    /// node `pgno` holds now by one cell (`change`); `no_larger` if its
+    /// cells take no more room than before
     /// ([`PageWrite::put_node_no_larger`]). A pager that knows the page
     /// has no other change since the committed version may tell the format
-    /// ([`crate::node::EncodeCtx::changed_cell`]).
+    /// ([`crate::node::EncodeCtx::leaf_change`]).
     fn put_leaf_changed(
         &mut self,
         pgno: Pgno,
         node: Node,
-        cell: usize,
+        change: LeafChange,
         no_larger: bool,
     ) -> Result<Option<Node>> {
-        let _ = cell;
+        let _ = change;
         if no_larger {
             self.put_node_no_larger(pgno, node)
         } else {

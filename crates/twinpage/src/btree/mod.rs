@@ -26,7 +26,7 @@ pub use cursor::RangeIter;
 pub use stable::{count, Cursor, ValueAt};
 
 use crate::base::{Error, KeyOrder, Pgno, Result};
-use crate::node::{overflow_key_local, Bytes, InteriorCell, LeafCell, Node, Value};
+use crate::node::{overflow_key_local, Bytes, InteriorCell, LeafCell, LeafChange, Node, Value};
 use crate::page::{PageRead, PageWrite};
 use std::sync::Arc;
 
@@ -416,6 +416,23 @@ fn used_bytes<P: PageRead + ?Sized>(p: &P, node: &Node) -> usize {
     }
 }
 
+/// Whether `node`'s cells take fewer than `limit` bytes: summed only
+/// until the limit is reached (an interior node has hundreds of cells).
+fn used_below<P: PageRead + ?Sized>(p: &P, node: &Node, limit: usize) -> bool {
+    let f = p.format();
+    let mut used = 0;
+    match node {
+        Node::Leaf(c) => c.iter().all(|c| {
+            used += f.leaf_cell_size(c);
+            used < limit
+        }),
+        Node::Interior { cells, .. } => cells.iter().all(|c| {
+            used += f.interior_cell_size(c);
+            used < limit
+        }),
+    }
+}
+
 /// Give up a tree page whose content now lives elsewhere: freed, or
 /// retired under the classic multi-version split ([`SplitPolicy::CopyBoth`]).
 fn give_back<P: PageWrite + ?Sized>(p: &mut P, pgno: Pgno, cfg: &TreeConfig) -> Result<()> {
@@ -460,23 +477,6 @@ fn store<P: PageWrite + ?Sized>(
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
     let Some(node) = p.put_node_if_fits(pgno, node)? else {
-        return Ok(Placed::at(pgno));
-    };
-    place_unfit(p, pgno, node, appended, pinned, cfg, order)
-}
-
-/// [`store`] for a node no larger than the one `pgno` holds now
-/// ([`PageWrite::put_node_no_larger`]).
-fn store_no_larger<P: PageWrite + ?Sized>(
-    p: &mut P,
-    pgno: Pgno,
-    node: Node,
-    appended: bool,
-    pinned: bool,
-    cfg: &TreeConfig,
-    order: &dyn KeyOrder,
-) -> Result<Placed> {
-    let Some(node) = p.put_node_no_larger(pgno, node)? else {
         return Ok(Placed::at(pgno));
     };
     place_unfit(p, pgno, node, appended, pinned, cfg, order)
@@ -1057,7 +1057,12 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_value(p, &old)?;
             p.discard_value(old);
             let last = i + 1 == cells.len();
-            let placed = match p.put_leaf_changed(pgno, Node::Leaf(cells), i, no_larger)? {
+            let placed = match p.put_leaf_changed(
+                pgno,
+                Node::Leaf(cells),
+                LeafChange::Value(i),
+                no_larger,
+            )? {
                 None => Placed::at(pgno),
                 Some(node) => place_unfit(p, pgno, node, last, depth == 0, cfg, order)?,
             };
@@ -1077,10 +1082,12 @@ fn modify_leaf<P: PageWrite + ?Sized>(
                     value: v.take().expect("value consumed once"),
                 },
             );
-            Ok((
-                false,
-                store(p, pgno, Node::Leaf(cells), appended, depth == 0, cfg, order)?,
-            ))
+            let node = Node::Leaf(cells);
+            let placed = match p.put_leaf_changed(pgno, node, LeafChange::Inserted(i), false)? {
+                None => Placed::at(pgno),
+                Some(node) => place_unfit(p, pgno, node, appended, depth == 0, cfg, order)?,
+            };
+            Ok((false, placed))
         }
         (Op::Delete, Ok(i)) => {
             let mut cells = p.leaf_to_modify(pgno, node)?;
@@ -1088,10 +1095,12 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_key(p, &c.key)?;
             free_value(p, &c.value)?;
             p.discard_value(c.value);
-            Ok((
-                true,
-                store_no_larger(p, pgno, Node::Leaf(cells), false, depth == 0, cfg, order)?,
-            ))
+            let node = Node::Leaf(cells);
+            let placed = match p.put_leaf_changed(pgno, node, LeafChange::Removed(i), true)? {
+                None => Placed::at(pgno),
+                Some(node) => place_unfit(p, pgno, node, false, depth == 0, cfg, order)?,
+            };
+            Ok((true, placed))
         }
         (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
     }
@@ -1113,7 +1122,7 @@ fn underflows<P: PageWrite + ?Sized>(
     let cnode = p.node(child_at(cells, right, idx), order)?;
     let cap = p.format().capacity(p.page_size());
     let empty_leaf = matches!(&*cnode, Node::Leaf(c) if c.is_empty());
-    let underflow = used_bytes(p, &cnode) < cap / 4 || cnode.is_empty();
+    let underflow = cnode.is_empty() || used_below(p, &cnode, cap / 4);
     Ok((empty_leaf || (underflow && (cfg.merge || cfg.redistribute))).then_some(empty_leaf))
 }
 

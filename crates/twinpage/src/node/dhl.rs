@@ -49,7 +49,7 @@ use super::inpage::{
     verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_MAGIC, RAW_TAIL};
-use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
 use std::cell::RefCell;
@@ -541,22 +541,36 @@ impl DhlFormat {
         // (the paper's in-page copy-on-write copies only the header).
         offsets.resize(n, 0);
         // The pager's hint: the node is the committed version with one
-        // leaf cell changed. Every other cell pairs with the committed
-        // cell at its position; only that one is compared.
-        let by_position = ctx.changed_cell.filter(|&c| {
-            c < n
-                && spans.len() == n
+        // leaf cell changed, inserted or removed. Every other cell pairs
+        // with the committed cell at its position; only a changed value is
+        // compared.
+        let by_position = ctx.leaf_change.filter(|&ch| {
+            ch.fits_counts(n, spans.len())
                 && vh.kind == LEAF
                 && matches!(node, Node::Leaf(_))
-                && (0..n).all(|j| j == c || spans[j].1 == lens[j])
+                && (0..n).all(|j| {
+                    ch == LeafChange::Value(j)
+                        || ch
+                            .base_index(j, n, spans.len())
+                            .is_none_or(|b| spans[b].1 == lens[j])
+                })
         });
-        if let Some(c) = by_position {
-            for (o, sp) in offsets.iter_mut().zip(spans.iter()) {
-                *o = sp.0;
-            }
-            let (off, len, ..) = spans[c];
-            if !(len == lens[c] && cell::node_cell_matches(node, c, base, (off, len), scratch)) {
-                new.push(c);
+        if let Some(ch) = by_position {
+            for (j, o) in offsets.iter_mut().enumerate() {
+                match ch.base_index(j, n, spans.len()) {
+                    Some(b) if ch != LeafChange::Value(j) => *o = spans[b].0,
+                    Some(b) => {
+                        let (off, len, ..) = spans[b];
+                        if len == lens[j]
+                            && cell::node_cell_matches(node, j, base, (off, len), scratch)
+                        {
+                            *o = off;
+                        } else {
+                            new.push(j);
+                        }
+                    }
+                    None => new.push(j),
+                }
             }
         }
         // Both versions ascend in the table's order, which the format does

@@ -150,11 +150,53 @@ pub struct EncodeCtx {
     /// writes a new version beside the committed one need not check the
     /// committed version's checksum again. False unless the pager knows.
     pub base_verified: bool,
-    /// The node differs from the base's committed version only in leaf
-    /// cell `i` (same key, new value): a hint from the pager, which knows
-    /// when the transaction has made no other change to the page. A format
-    /// may then pair the other cells with the committed ones by position.
-    pub changed_cell: Option<usize>,
+    /// How the node differs from the base's committed version, when it is
+    /// by one leaf cell: a hint from the pager, which knows when the
+    /// transaction has made no other change to the page. A format may then
+    /// pair the other cells with the committed ones by position.
+    pub leaf_change: Option<LeafChange>,
+}
+
+/// One change to a leaf (see [`EncodeCtx::leaf_change`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeafChange {
+    /// Cell `i` has a new value (same key).
+    Value(usize),
+    /// Cell `i` is new; the others are the committed ones, in order.
+    Inserted(usize),
+    /// The committed cell `i` is gone; the others remain, in order.
+    Removed(usize),
+}
+
+impl LeafChange {
+    /// The committed cell that cell `j` of the new node is, for a node of
+    /// `n` cells over `base_n` committed ones (`None`: a new cell, or a
+    /// change that does not fit those counts). The changed cell of
+    /// [`LeafChange::Value`] maps to its old self: the caller compares it.
+    pub fn base_index(self, j: usize, n: usize, base_n: usize) -> Option<usize> {
+        match self {
+            LeafChange::Value(c) => (c < n && base_n == n).then_some(j),
+            LeafChange::Inserted(c) => match j.cmp(&c) {
+                _ if c >= n || base_n + 1 != n => None,
+                std::cmp::Ordering::Less => Some(j),
+                std::cmp::Ordering::Equal => None,
+                std::cmp::Ordering::Greater => Some(j - 1),
+            },
+            LeafChange::Removed(c) => {
+                (c < base_n && base_n == n + 1).then_some(if j < c { j } else { j + 1 })
+            }
+        }
+    }
+
+    /// Whether the counts fit the change (`n` new cells, `base_n`
+    /// committed).
+    pub fn fits_counts(self, n: usize, base_n: usize) -> bool {
+        match self {
+            LeafChange::Value(c) => c < n && base_n == n,
+            LeafChange::Inserted(c) => c < n && base_n + 1 == n,
+            LeafChange::Removed(c) => c < base_n && base_n == n + 1,
+        }
+    }
 }
 
 impl EncodeCtx {
@@ -167,7 +209,7 @@ impl EncodeCtx {
             checksums,
             horizon: tid.saturating_sub(1),
             base_verified: false,
-            changed_cell: None,
+            leaf_change: None,
         }
     }
 }
@@ -343,5 +385,26 @@ pub trait NodeFormat: Send + Sync {
     fn check_free(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
         let _ = (pgno, page, ctx);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod leaf_change_tests {
+    use super::LeafChange;
+
+    #[test]
+    fn leaf_change_maps_cells_to_the_committed_ones() {
+        let map = |ch: LeafChange, n, base_n| -> Vec<Option<usize>> {
+            (0..n).map(|j| ch.base_index(j, n, base_n)).collect()
+        };
+        assert_eq!(map(LeafChange::Value(1), 3, 3), [Some(0), Some(1), Some(2)]);
+        assert_eq!(map(LeafChange::Inserted(1), 3, 2), [Some(0), None, Some(1)]);
+        assert_eq!(map(LeafChange::Inserted(2), 3, 2), [Some(0), Some(1), None]);
+        assert_eq!(map(LeafChange::Removed(0), 2, 3), [Some(1), Some(2)]);
+        assert_eq!(map(LeafChange::Removed(2), 2, 3), [Some(0), Some(1)]);
+        assert!(!LeafChange::Inserted(0).fits_counts(3, 3));
+        assert!(!LeafChange::Removed(3).fits_counts(2, 3));
+        assert!(!LeafChange::Value(3).fits_counts(3, 3));
+        assert_eq!(map(LeafChange::Removed(1), 2, 2), [None, None]);
     }
 }

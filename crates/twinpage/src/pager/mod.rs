@@ -114,7 +114,7 @@ use crate::journal::{
     Journal, ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, ReaderView, Readers,
     RecoverCtx, Recovery, TestFaults,
 };
-use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, Node, NodeFormat, Value};
+use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, LeafChange, Node, NodeFormat, Value};
 use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::{Condvar, Mutex};
@@ -2032,12 +2032,12 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
     /// single changed cell any more.
     /// Encode `node` over the base image of `pgno` now (a format that
     /// places cells around the committed version), or hand it back if it
-    /// does not fit. `changed_cell`: [`EncodeCtx::changed_cell`].
+    /// does not fit. `change`: [`EncodeCtx::leaf_change`].
     fn put_encoded(
         &mut self,
         pgno: Pgno,
         node: Node,
-        changed_cell: Option<usize>,
+        change: Option<LeafChange>,
     ) -> Result<Option<Node>> {
         self.check_range(pgno)?;
         let base = self.pager.base_image(&self.st, pgno)?;
@@ -2046,7 +2046,7 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         ctx.base_verified = base
             .as_ref()
             .is_some_and(|b| self.pager.is_verified(pgno, b));
-        ctx.changed_cell = changed_cell;
+        ctx.leaf_change = change;
         if !self.pager.format.encode_if_fits(
             pgno,
             &node,
@@ -2225,7 +2225,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         &mut self,
         pgno: Pgno,
         node: Node,
-        cell: usize,
+        change: LeafChange,
         no_larger: bool,
     ) -> Result<Option<Node>> {
         if !self.pager.format.needs_base() {
@@ -2246,7 +2246,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             && !st.allocated.contains(&pgno)
             && !st.changed.contains_key(&pgno)
             && pgno <= st.orig_header.page_count;
-        self.put_encoded(pgno, node, first_change.then_some(cell))
+        self.put_encoded(pgno, node, first_change.then_some(change))
     }
 
     fn put_node_if_fits(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
