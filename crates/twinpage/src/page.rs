@@ -124,11 +124,13 @@ pub trait PageWrite: PageRead {
         Ok(None)
     }
     /// [`PageWrite::put_node_if_fits`] for a leaf that differs from the
-    /// node `pgno` holds now by one cell (`change`); `no_larger` if its
-    /// cells take no more room than before
-    /// ([`PageWrite::put_node_no_larger`]). A pager that knows the page
-    /// has no other change since the committed version may tell the format
-    /// ([`crate::node::EncodeCtx::leaf_change`]).
+    /// node `pgno` holds now by one cell (`change`). `no_larger`: its cells
+    /// take no more room than before (a cell removed, or a value replaced
+    /// by one no longer), so a format that places cells by size alone
+    /// ([`crate::node::NodeFormat::needs_base`] false) needs no test. A
+    /// pager that knows the page has no other change since the committed
+    /// version may tell the format ([`crate::node::EncodeCtx::leaf_change`]).
+    /// Both are hints: the default ignores them.
     fn put_leaf_changed(
         &mut self,
         pgno: Pgno,
@@ -136,19 +138,7 @@ pub trait PageWrite: PageRead {
         change: LeafChange,
         no_larger: bool,
     ) -> Result<Option<Node>> {
-        let _ = change;
-        if no_larger {
-            self.put_node_no_larger(pgno, node)
-        } else {
-            self.put_node_if_fits(pgno, node)
-        }
-    }
-    /// [`PageWrite::put_node_if_fits`] for a node whose cells take no more
-    /// room than those of the node `pgno` holds now (a cell removed, or a
-    /// value replaced by one no longer). A format that places cells by size
-    /// alone ([`crate::node::NodeFormat::needs_base`] false) needs no test:
-    /// the page held the larger node.
-    fn put_node_no_larger(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
+        let _ = (change, no_larger);
         self.put_node_if_fits(pgno, node)
     }
     /// Whether `node` fits on a page this transaction allocates.

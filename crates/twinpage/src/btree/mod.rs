@@ -476,23 +476,25 @@ fn store<P: PageWrite + ?Sized>(
     cfg: &TreeConfig,
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
-    let Some(node) = p.put_node_if_fits(pgno, node)? else {
-        return Ok(Placed::at(pgno));
-    };
-    place_unfit(p, pgno, node, appended, pinned, cfg, order)
+    let rest = p.put_node_if_fits(pgno, node)?;
+    place(p, pgno, rest, appended, pinned, cfg, order)
 }
 
-/// Place a node that does not fit at `pgno`: move it, spread it or split
-/// it.
-fn place_unfit<P: PageWrite + ?Sized>(
+/// The rest of [`store`] once the pager was asked to put the node at
+/// `pgno`: done if it took it (`rest` is `None`); otherwise move it,
+/// spread it or split it.
+fn place<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
-    node: Node,
+    rest: Option<Node>,
     appended: bool,
     pinned: bool,
     cfg: &TreeConfig,
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
+    let Some(node) = rest else {
+        return Ok(Placed::at(pgno));
+    };
     let f = p.format();
     let half = f.capacity(p.page_size()) / 2;
     let small = node.len() < 3 || (!pinned && (cfg.relocate_full || used_bytes(p, &node) <= half));
@@ -1057,15 +1059,9 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_value(p, &old)?;
             p.discard_value(old);
             let last = i + 1 == cells.len();
-            let placed = match p.put_leaf_changed(
-                pgno,
-                Node::Leaf(cells),
-                LeafChange::Value(i),
-                no_larger,
-            )? {
-                None => Placed::at(pgno),
-                Some(node) => place_unfit(p, pgno, node, last, depth == 0, cfg, order)?,
-            };
+            let rest =
+                p.put_leaf_changed(pgno, Node::Leaf(cells), LeafChange::Value(i), no_larger)?;
+            let placed = place(p, pgno, rest, last, depth == 0, cfg, order)?;
             if placed.first == pgno && placed.split.is_none() {
                 p.note_change(pgno, i);
             }
@@ -1082,11 +1078,9 @@ fn modify_leaf<P: PageWrite + ?Sized>(
                     value: v.take().expect("value consumed once"),
                 },
             );
-            let node = Node::Leaf(cells);
-            let placed = match p.put_leaf_changed(pgno, node, LeafChange::Inserted(i), false)? {
-                None => Placed::at(pgno),
-                Some(node) => place_unfit(p, pgno, node, appended, depth == 0, cfg, order)?,
-            };
+            let rest =
+                p.put_leaf_changed(pgno, Node::Leaf(cells), LeafChange::Inserted(i), false)?;
+            let placed = place(p, pgno, rest, appended, depth == 0, cfg, order)?;
             Ok((false, placed))
         }
         (Op::Delete, Ok(i)) => {
@@ -1095,11 +1089,8 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_key(p, &c.key)?;
             free_value(p, &c.value)?;
             p.discard_value(c.value);
-            let node = Node::Leaf(cells);
-            let placed = match p.put_leaf_changed(pgno, node, LeafChange::Removed(i), true)? {
-                None => Placed::at(pgno),
-                Some(node) => place_unfit(p, pgno, node, false, depth == 0, cfg, order)?,
-            };
+            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), LeafChange::Removed(i), true)?;
+            let placed = place(p, pgno, rest, false, depth == 0, cfg, order)?;
             Ok((true, placed))
         }
         (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),

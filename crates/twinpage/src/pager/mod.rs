@@ -2213,14 +2213,6 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         }
     }
 
-    fn put_node_no_larger(&mut self, pgno: Pgno, node: Node) -> Result<Option<Node>> {
-        if self.pager.format.needs_base() {
-            return self.put_node_if_fits(pgno, node);
-        }
-        self.put_node(pgno, node)?;
-        Ok(None)
-    }
-
     fn put_leaf_changed(
         &mut self,
         pgno: Pgno,
@@ -2229,11 +2221,12 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         no_larger: bool,
     ) -> Result<Option<Node>> {
         if !self.pager.format.needs_base() {
-            return if no_larger {
-                self.put_node_no_larger(pgno, node)
-            } else {
-                self.put_node_if_fits(pgno, node)
-            };
+            if !no_larger {
+                return self.put_node_if_fits(pgno, node);
+            }
+            // The page held the larger node: no size sum.
+            self.put_node(pgno, node)?;
+            return Ok(None);
         }
         // The node is the committed version with one cell changed when this
         // transaction has not written the page before and the committed
