@@ -47,7 +47,7 @@ pub fn verify(pgno: Pgno, page: &[u8], at: usize) -> bool {
 /// field holds its checksum as written. CRC is linear over GF(2): the sums
 /// of two equal-length messages differ by the raw CRC of their XOR, which
 /// is the CRC of each changed run advanced over the message bytes that
-/// follow it ([`shift`]). If `old`'s stored checksum does not match its
+/// follow it (`shift`). If `old`'s stored checksum does not match its
 /// bytes (damage), the result does not match `new` either: a patch never
 /// seals damage outside the changed ranges. A range that overlaps the
 /// field or the page end falls back to the full sum.
