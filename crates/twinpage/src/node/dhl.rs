@@ -572,45 +572,46 @@ impl DhlFormat {
                     None => new.push(j),
                 }
             }
-        }
-        // Both versions ascend in the table's order, which the format does
-        // not see here. When the committed keys ascend bytewise (the
-        // default order) one merge walk finds the pairs; otherwise each key
-        // is looked up in an index of the committed keys sorted bytewise.
-        let bytewise = by_position.is_some()
-            || spans
+        } else {
+            // Both versions ascend in the table's order, which the format does
+            // not see here. When the committed keys ascend bytewise (the
+            // default order) one merge walk finds the pairs; otherwise each key
+            // is looked up in an index of the committed keys sorted bytewise.
+            let bytewise = spans
                 .windows(2)
                 .all(|w| base[w[0].2..w[0].3] < base[w[1].2..w[1].3]);
-        if !bytewise {
-            order.clear();
-            order.extend(0..spans.len());
-            order.sort_unstable_by(|&a, &b| {
-                base[spans[a].2..spans[a].3].cmp(&base[spans[b].2..spans[b].3])
-            });
-        }
-        let mut j = 0;
-        for i in (0..n).filter(|_| by_position.is_none()) {
-            // Paired by the bytes the page stores for the key.
-            let key = cell::key_ident(cell_key(node, i), ident);
-            if bytewise {
-                while j < spans.len() && base[spans[j].2..spans[j].3] < *key {
-                    j += 1;
-                }
-            } else {
-                j = order
-                    .binary_search_by(|&s| base[spans[s].2..spans[s].3].cmp(key))
-                    .map_or(spans.len(), |x| order[x]);
-            }
-            let shared = spans
-                .get(j)
-                .filter(|c| base[c.2..c.3] == *key)
-                .copied()
-                .filter(|&(off, len, _, _)| {
-                    len == lens[i] && cell::node_cell_matches(node, i, base, (off, len), scratch)
+            if !bytewise {
+                order.clear();
+                order.extend(0..spans.len());
+                order.sort_unstable_by(|&a, &b| {
+                    base[spans[a].2..spans[a].3].cmp(&base[spans[b].2..spans[b].3])
                 });
-            match shared {
-                Some((off, ..)) => offsets[i] = off,
-                None => new.push(i),
+            }
+            let mut j = 0;
+            for i in 0..n {
+                // Paired by the bytes the page stores for the key.
+                let key = cell::key_ident(cell_key(node, i), ident);
+                if bytewise {
+                    while j < spans.len() && base[spans[j].2..spans[j].3] < *key {
+                        j += 1;
+                    }
+                } else {
+                    j = order
+                        .binary_search_by(|&s| base[spans[s].2..spans[s].3].cmp(key))
+                        .map_or(spans.len(), |x| order[x]);
+                }
+                let shared = spans
+                    .get(j)
+                    .filter(|c| base[c.2..c.3] == *key)
+                    .copied()
+                    .filter(|&(off, len, _, _)| {
+                        len == lens[i]
+                            && cell::node_cell_matches(node, i, base, (off, len), scratch)
+                    });
+                match shared {
+                    Some((off, ..)) => offsets[i] = off,
+                    None => new.push(i),
+                }
             }
         }
         // Free space: everything between the rows and the page end that

@@ -174,17 +174,17 @@ impl LeafChange {
     /// change that does not fit those counts). The changed cell of
     /// [`LeafChange::Value`] maps to its old self: the caller compares it.
     pub fn base_index(self, j: usize, n: usize, base_n: usize) -> Option<usize> {
+        if !self.fits_counts(n, base_n) {
+            return None;
+        }
         match self {
-            LeafChange::Value(c) => (c < n && base_n == n).then_some(j),
+            LeafChange::Value(_) => Some(j),
             LeafChange::Inserted(c) => match j.cmp(&c) {
-                _ if c >= n || base_n + 1 != n => None,
                 std::cmp::Ordering::Less => Some(j),
                 std::cmp::Ordering::Equal => None,
                 std::cmp::Ordering::Greater => Some(j - 1),
             },
-            LeafChange::Removed(c) => {
-                (c < base_n && base_n == n + 1).then_some(if j < c { j } else { j + 1 })
-            }
+            LeafChange::Removed(c) => Some(if j < c { j } else { j + 1 }),
         }
     }
 

@@ -1287,11 +1287,7 @@ impl Pager {
         let Some(&cell) = st.changed.get(&pgno) else {
             return Ok(None);
         };
-        if cell == CHANGED_MORE
-            || st.spilled.contains(&pgno)
-            || st.allocated.contains(&pgno)
-            || pgno > st.orig_header.page_count
-        {
+        if cell == CHANGED_MORE || !st.committed_is_base(pgno) {
             return Ok(None);
         }
         let base = {
@@ -1892,6 +1888,15 @@ const NO_TABLE: u32 = u32::MAX;
 const CHANGED_MORE: usize = usize::MAX;
 
 impl WriteState {
+    /// Whether the committed image of `pgno` (what the cache holds) is
+    /// the base of this transaction's version: the page is neither one
+    /// it allocated nor one it spilled, and existed before it began.
+    fn committed_is_base(&self, pgno: Pgno) -> bool {
+        !self.spilled.contains(&pgno)
+            && !self.allocated.contains(&pgno)
+            && pgno <= self.orig_header.page_count
+    }
+
     /// Pages currently dirty in memory.
     pub fn dirty_pages(&self) -> usize {
         self.dirty.len()
@@ -2235,10 +2240,8 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         let st = &self.st;
         let first_change = !self.pager.profile.multi_writer
             && !st.dirty.contains_key(&pgno)
-            && !st.spilled.contains(&pgno)
-            && !st.allocated.contains(&pgno)
             && !st.changed.contains_key(&pgno)
-            && pgno <= st.orig_header.page_count;
+            && st.committed_is_base(pgno);
         self.put_encoded(pgno, node, first_change.then_some(change))
     }
 
