@@ -87,12 +87,13 @@ pub trait PageWrite: PageRead {
     fn value_bytes(&mut self, value: &[u8]) -> Bytes {
         Bytes::from(value)
     }
-    /// The node just put at `pgno` differs from the page's committed
-    /// content only in leaf cell `cell` (same key, new value): a pager may
-    /// have the format patch the committed image instead of encoding the
-    /// whole node. A hint only: ignoring it is always correct.
-    fn note_change(&mut self, pgno: Pgno, cell: usize) {
-        let _ = (pgno, cell);
+    /// The leaf just put at `pgno`, and not moved or split since, differs
+    /// from the node [`PageRead::node`] gave for it by `change` alone: a
+    /// pager that knows that node was the committed one may have the
+    /// format patch the committed image instead of encoding the whole
+    /// node. A hint only: ignoring it is always correct.
+    fn note_change(&mut self, pgno: Pgno, change: LeafChange) {
+        let _ = (pgno, change);
     }
     /// An empty vector to build a modified leaf in: a pager may hand out
     /// one it recycled from a node it no longer holds.

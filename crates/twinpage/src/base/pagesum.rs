@@ -111,17 +111,20 @@ pub fn run_term(old_run: &[u8], new_run: &[u8], after: usize) -> u32 {
 
 /// The raw CRC-32C register (no pre- or post-inversion), from a zero
 /// register, of the XOR of two equal-length runs: what the change from `a`
-/// to `b` adds to the register.
+/// to `b` adds to the register. A short run is XORed into a buffer and
+/// summed once; a long one is summed twice, without the buffer: the raw
+/// CRC is linear, so the XOR of the runs' raw CRCs is the same register.
 fn raw_crc_xor(a: &[u8], b: &[u8]) -> u32 {
-    let mut buf = [0u8; 256];
-    let mut reg = 0u32;
-    for (ca, cb) in a.chunks(buf.len()).zip(b.chunks(buf.len())) {
-        for ((x, &p), &q) in buf.iter_mut().zip(ca).zip(cb) {
-            *x = p ^ q;
-        }
-        reg = !crc32c::crc32c_append(!reg, &buf[..ca.len()]);
+    const SHORT: usize = 256;
+    if a.len() > SHORT {
+        let raw = |d: &[u8]| !crc32c::crc32c_append(!0, d);
+        return raw(a) ^ raw(b);
     }
-    reg
+    let mut buf = [0u8; SHORT];
+    for ((x, &p), &q) in buf.iter_mut().zip(a).zip(b) {
+        *x = p ^ q;
+    }
+    !crc32c::crc32c_append(!0, &buf[..a.len().min(b.len())])
 }
 
 /// Zero-byte shift operators: `SHIFT[k][j][b]` is the raw register that

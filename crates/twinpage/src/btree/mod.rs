@@ -420,6 +420,21 @@ fn used_bytes<P: PageRead + ?Sized>(p: &P, node: &Node) -> usize {
 /// until the limit is reached (an interior node has hundreds of cells).
 fn used_below<P: PageRead + ?Sized>(p: &P, node: &Node, limit: usize) -> bool {
     let f = p.format();
+    // A cell is never smaller than one with an empty key (and value):
+    // enough cells settle it without sizing each (a wide interior node).
+    let least = match node {
+        Node::Leaf(_) => f.leaf_cell_size(&LeafCell {
+            key: Bytes::default(),
+            value: Value::Inline(Bytes::default()),
+        }),
+        Node::Interior { .. } => f.interior_cell_size(&InteriorCell {
+            key: Bytes::default(),
+            child: 1,
+        }),
+    };
+    if node.len().saturating_mul(least) >= limit {
+        return false;
+    }
     let mut used = 0;
     match node {
         Node::Leaf(c) => c.iter().all(|c| {
@@ -1059,12 +1074,10 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_value(p, &old)?;
             p.discard_value(old);
             let last = i + 1 == cells.len();
-            let rest =
-                p.put_leaf_changed(pgno, Node::Leaf(cells), LeafChange::Value(i), no_larger)?;
+            let change = LeafChange::Value(i);
+            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), change, no_larger)?;
             let placed = place(p, pgno, rest, last, depth == 0, cfg, order)?;
-            if placed.first == pgno && placed.split.is_none() {
-                p.note_change(pgno, i);
-            }
+            note_in_place(p, pgno, &placed, change);
             Ok((true, placed))
         }
         (Op::Put(v), Err(i)) => {
@@ -1078,9 +1091,10 @@ fn modify_leaf<P: PageWrite + ?Sized>(
                     value: v.take().expect("value consumed once"),
                 },
             );
-            let rest =
-                p.put_leaf_changed(pgno, Node::Leaf(cells), LeafChange::Inserted(i), false)?;
+            let change = LeafChange::Inserted(i);
+            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), change, false)?;
             let placed = place(p, pgno, rest, appended, depth == 0, cfg, order)?;
+            note_in_place(p, pgno, &placed, change);
             Ok((false, placed))
         }
         (Op::Delete, Ok(i)) => {
@@ -1089,11 +1103,28 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_key(p, &c.key)?;
             free_value(p, &c.value)?;
             p.discard_value(c.value);
-            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), LeafChange::Removed(i), true)?;
+            let change = LeafChange::Removed(i);
+            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), change, true)?;
             let placed = place(p, pgno, rest, false, depth == 0, cfg, order)?;
+            // A merge or redistribution that follows puts the page again
+            // (or frees it), which ends the hint.
+            note_in_place(p, pgno, &placed, change);
             Ok((true, placed))
         }
         (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
+    }
+}
+
+/// Tell the pager the leaf stayed at `pgno` whole, one `change` away from
+/// the node it read ([`PageWrite::note_change`]).
+fn note_in_place<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pgno: Pgno,
+    placed: &Placed,
+    change: LeafChange,
+) {
+    if placed.first == pgno && placed.split.is_none() {
+        p.note_change(pgno, change);
     }
 }
 

@@ -77,13 +77,30 @@ impl Bytes {
             return None;
         }
         if end - start <= INLINE {
-            return Some(Bytes::inline(&buf[start..end]));
+            return Some(Bytes::inline_at(buf, start, end));
         }
         Some(Bytes(Repr::Slice {
             buf: buf.clone(),
             start: u32::try_from(start).ok()?,
             end: u32::try_from(end).ok()?,
         }))
+    }
+
+    /// A copy of `buf[start..end]`, which must be in bounds and at most
+    /// [`INLINE`] bytes: a fixed-size copy of the window at `start` when
+    /// `buf` holds one (the bytes past `end` are never read back).
+    pub(crate) fn inline_at(buf: &[u8], start: usize, end: usize) -> Bytes {
+        match buf.get(start..start + INLINE) {
+            Some(window) => {
+                let mut data = [0u8; INLINE];
+                data.copy_from_slice(window);
+                Bytes(Repr::Inline {
+                    len: (end - start) as u8,
+                    data,
+                })
+            }
+            None => Bytes::inline(&buf[start..end]),
+        }
     }
 
     /// A copy of `v`, which must be at most [`INLINE`] bytes.

@@ -37,6 +37,7 @@
 //! [`NodeFormat::unsorted_slots`]: super::NodeFormat::unsorted_slots
 //! [`NodeFormat::max_key_len`]: super::NodeFormat::max_key_len
 
+use super::bytes::INLINE;
 use super::{Bytes, InteriorCell, LeafCell, Node, Value};
 use crate::base::{Error, KeyOrder, Pgno, Result};
 use std::cmp::Ordering;
@@ -365,6 +366,25 @@ pub(crate) fn kind_of(node: &Node) -> (u8, Pgno) {
     }
 }
 
+/// A varint of one or two bytes at `page[at..end]`: its value and the
+/// position after it. `None` for a longer one or one that runs past `end`
+/// (the checked [`Reader`] path reports those).
+#[inline]
+fn short_varint(page: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
+    if at >= end {
+        return None;
+    }
+    let b0 = *page.get(at)?;
+    if b0 < 0x80 {
+        return Some((usize::from(b0), at + 1));
+    }
+    if at + 1 >= end {
+        return None;
+    }
+    let b1 = *page.get(at + 1)?;
+    (b1 < 0x80).then(|| (usize::from(b0 & 0x7f) | usize::from(b1) << 7, at + 2))
+}
+
 /// Bounds-checked reader over one page.
 pub(crate) struct Reader<'a> {
     page: &'a [u8],
@@ -393,6 +413,17 @@ impl<'a> Reader<'a> {
     pub fn sharing(mut self, buf: Option<&'a Arc<[u8]>>) -> Self {
         self.share = buf.filter(|b| std::ptr::eq(b.as_ptr(), self.page.as_ptr()));
         self
+    }
+
+    /// `page[start..end]` (in bounds) as [`Bytes`]: shared with the page
+    /// when possible.
+    fn span(&self, start: usize, end: usize) -> Bytes {
+        if end - start <= INLINE {
+            return Bytes::inline_at(self.page, start, end);
+        }
+        self.share
+            .and_then(|buf| Bytes::shared(buf, start, end))
+            .unwrap_or_else(|| Bytes::from(&self.page[start..end]))
     }
 
     /// The next `n` bytes as [`Bytes`]: shared with the page when possible.
@@ -500,6 +531,23 @@ impl<'a> Reader<'a> {
 
     /// Parse a leaf cell (cell number `i`, for messages).
     pub fn leaf(&mut self, i: usize, max_key: usize) -> Result<LeafCell> {
+        // Most cells: no chain, lengths of one or two varint bytes, and
+        // inside the page. Anything else takes the checked path below.
+        let p = self.pos;
+        if self.page.get(p) == Some(&0) {
+            if let Some((klen, ks)) = short_varint(self.page, p + 1, self.end) {
+                if let Some((vlen, vs)) = short_varint(self.page, ks, self.end) {
+                    let (kend, vend) = (vs + klen, vs + klen + vlen);
+                    if klen <= max_key && vend <= self.end {
+                        self.pos = vend;
+                        return Ok(LeafCell {
+                            key: self.span(vs, kend),
+                            value: Value::Inline(self.span(kend, vend)),
+                        });
+                    }
+                }
+            }
+        }
         let flags = self.u8()?;
         let klen = self.varint()?;
         let vlen = self.varint()?;
@@ -569,5 +617,38 @@ impl<'a> Reader<'a> {
             return Err(self.err(format!("cell {i}: child is page 0")));
         }
         Ok(InteriorCell { key, child })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cells whose lengths take one, two and three varint bytes decode the
+    /// same whichever path reads them, shared or copied, and a cell cut
+    /// short is an error on either path.
+    #[test]
+    fn leaf_cells_read_back_whatever_their_length() {
+        for klen in [0usize, 1, 29, 30, 31, 127, 128, 200] {
+            for vlen in [0usize, 5, 30, 31, 127, 128, 1000, 16_384] {
+                let cell = LeafCell {
+                    key: Bytes::from((0..klen).map(|i| i as u8).collect::<Vec<_>>()),
+                    value: Value::Inline(Bytes::from(vec![0xa5; vlen])),
+                };
+                let len = leaf_len(&cell);
+                let mut page = vec![0u8; 3 + len + 40];
+                put_leaf(&mut page, 3, &cell);
+                let page: Arc<[u8]> = Arc::from(page);
+                for share in [None, Some(&page)] {
+                    let mut r = Reader::new(&page, 3, 3 + len, 7).sharing(share);
+                    assert_eq!(r.leaf(0, 200).unwrap(), cell, "{klen}/{vlen}");
+                    assert_eq!(r.pos, 3 + len);
+                    let mut short = Reader::new(&page, 3, 2 + len, 7).sharing(share);
+                    assert!(short.leaf(0, 200).is_err(), "{klen}/{vlen} cut short");
+                }
+                let mut small = Reader::new(&page, 3, 3 + len, 7);
+                assert_eq!(small.leaf(0, 100).is_err(), klen > 100);
+            }
+        }
     }
 }

@@ -29,8 +29,8 @@
 //! each key must come back with its chain.
 
 use super::{
-    complete_keys, overflow_key_local, Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node,
-    NodeFormat, Value,
+    complete_keys, overflow_key_local, Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell,
+    LeafChange, Node, NodeFormat, Value,
 };
 use crate::base::{Error, Pgno, BYTEWISE};
 use proptest::prelude::*;
@@ -219,13 +219,51 @@ fn runner(cases: u32) -> TestRunner {
     TestRunner::new_with_rng(config, rng)
 }
 
+/// The leaf changes the kit tries on `cells`, each with the node it
+/// gives, in the order value, insert, remove (any that does not apply is
+/// left out): the value of the middle inline cell flipped; a cell whose key
+/// follows the middle cell's (that key and a zero byte, if it stays short
+/// and sorts before the next); the middle cell removed.
+fn leaf_changes(fmt: &dyn NodeFormat, ps: usize, cells: &[LeafCell]) -> Vec<(LeafChange, Node)> {
+    let mut out = Vec::new();
+    let m = cells.len() / 2;
+    if let Some(i) = (m..cells.len()).find(|&i| matches!(cells[i].value, Value::Inline(_))) {
+        let mut c = cells.to_vec();
+        if let Value::Inline(v) = &c[i].value {
+            let flipped: Vec<u8> = v.iter().map(|b| b ^ 0x5A).collect();
+            c[i].value = Value::Inline(flipped.into());
+        }
+        out.push((LeafChange::Value(i), Node::Leaf(c)));
+    }
+    if let Some(prev) = cells.get(m).filter(|p| p.key.chain().is_none()) {
+        let mut key = prev.key.to_vec();
+        key.push(0);
+        let before_next = cells.get(m + 1).is_none_or(|n| key.as_slice() < &n.key[..]);
+        if before_next && key.len() <= fmt.max_key_len(ps) {
+            let mut c = cells.to_vec();
+            let cell = LeafCell {
+                key: key.into(),
+                value: Value::Inline(Bytes::from(&b"inserted"[..])),
+            };
+            c.insert(m + 1, cell);
+            out.push((LeafChange::Inserted(m + 1), Node::Leaf(c)));
+        }
+    }
+    if m < cells.len() {
+        let mut c = cells.to_vec();
+        c.remove(m);
+        out.push((LeafChange::Removed(m), Node::Leaf(c)));
+    }
+    out
+}
+
 /// Run the whole kit on `fmt`.
 pub fn check_format(fmt: &'static dyn NodeFormat) {
     for &ps in PAGE_SIZES {
         let nodes = node_strategy(fmt, ps);
         // 1 and 2 on a fresh page; 4 and 1 over a committed image.
         let (fresh, over) = (AtomicUsize::new(0), AtomicUsize::new(0));
-        let patches = AtomicUsize::new(0);
+        let patches = [0; 3].map(AtomicUsize::new);
         let (long, long_over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         runner(192)
             .run(&(nodes.clone(), nodes), |(old, new)| {
@@ -274,28 +312,22 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                         long_over.fetch_add(1, Relaxed);
                     }
                 }
-                // One cell's value changed, nothing else: a format that
-                // patches its image must produce what a full encode reads
-                // as the new node; one that declines must say so.
+                // One leaf change, nothing else (a value, an inserted cell,
+                // a removed one): a format that patches its image must
+                // produce what a full encode reads as the new node; one
+                // that declines must say so.
                 if let Node::Leaf(cells) = &old {
-                    if let Some(i) = cells
-                        .iter()
-                        .position(|c| matches!(c.value, Value::Inline(_)))
+                    for (kind, (change, changed)) in
+                        leaf_changes(fmt, ps, cells).into_iter().enumerate()
                     {
-                        let mut cells2 = cells.clone();
-                        if let Value::Inline(v) = &cells2[i].value {
-                            let flipped: Vec<u8> = v.iter().map(|b| b ^ 0x5A).collect();
-                            cells2[i].value = Value::Inline(flipped.into());
-                        }
-                        let changed = Node::Leaf(cells2);
                         let ctx = enc(ps, 8);
                         let mut out = vec![0xEEu8; ps];
                         let patched = fmt
-                            .encode_changed(5, &changed, &page, i, &ctx, &mut out)
+                            .encode_changed(5, &changed, &page, change, &ctx, &mut out)
                             .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
                         if patched {
-                            reads_back(fmt, &out, ps, 8, &changed, "patched cell")?;
-                            patches.fetch_add(1, Relaxed);
+                            reads_back(fmt, &out, ps, 8, &changed, &format!("patched {change:?}"))?;
+                            patches[kind].fetch_add(1, Relaxed);
                         }
                     }
                 }
@@ -310,11 +342,11 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
             .unwrap();
         // The generator must exercise the properties, not skip them.
         let (fresh, over) = (fresh.into_inner(), over.into_inner());
-        // The slotted formats patch a changed cell in place.
-        let patches = patches.into_inner();
+        // The slotted formats patch each kind of change in place.
+        let patches = patches.map(AtomicUsize::into_inner);
         assert!(
-            fmt.name() != "slotted" || patches >= 16,
-            "{} at {ps}: only {patches} in-place patches",
+            fmt.name() != "slotted" || patches.iter().all(|&n| n >= 16),
+            "{} at {ps}: only {patches:?} in-place patches (value, insert, remove)",
             fmt.name()
         );
         let (long, long_over) = (long.into_inner(), long_over.into_inner());

@@ -280,11 +280,12 @@ pub trait NodeFormat: Send + Sync {
     }
 
     /// Encode `node` when it is the page's committed content `base`
-    /// (which this format wrote) with only leaf cell `changed` replaced
-    /// under the same key: a format may patch a copy of `base` instead of
-    /// encoding every cell. `Ok(false)`, with `out` unspecified, declines
-    /// (the caller encodes in full); the image must be one [`decode`]
-    /// reads back as `node`.
+    /// (which this format wrote, and the caller verified since it was
+    /// read: a patch may not seal damage it never checked) with one leaf change (`change`: a value
+    /// replaced under the same key, a cell inserted or one removed): a
+    /// format may patch a copy of `base` instead of encoding every cell.
+    /// `Ok(false)`, with `out` unspecified, declines (the caller encodes in
+    /// full); the image must be one [`decode`] reads back as `node`.
     ///
     /// [`decode`]: NodeFormat::decode
     fn encode_changed(
@@ -292,11 +293,11 @@ pub trait NodeFormat: Send + Sync {
         pgno: Pgno,
         node: &Node,
         base: &[u8],
-        changed: usize,
+        change: LeafChange,
         ctx: &EncodeCtx,
         out: &mut [u8],
     ) -> Result<bool> {
-        let _ = (pgno, node, base, changed, ctx, out);
+        let _ = (pgno, node, base, change, ctx, out);
         Ok(false)
     }
 

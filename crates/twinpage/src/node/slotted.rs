@@ -23,7 +23,7 @@
 //! describes (local bytes and a chain head).
 
 use super::cell::{self, Reader};
-use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use super::{Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
 use std::sync::Arc;
@@ -102,6 +102,17 @@ fn decode(
     // `n` is bounded by the page size (checked above): sized once.
     let mut leaf = Vec::with_capacity(if kind == LEAF { n } else { 0 });
     let mut interior: Vec<InteriorCell> = Vec::with_capacity(if kind == LEAF { 0 } else { n });
+    let bytewise = ctx.order.bytewise();
+    let ordered = |a: &Bytes, b: &Bytes| {
+        // Overflowing keys are stubs here: complete_keys orders them.
+        a.is_stub()
+            || b.is_stub()
+            || if bytewise {
+                a.as_slice() < b.as_slice()
+            } else {
+                ctx.order.compare(a, b).is_lt()
+            }
+    };
     for i in 0..n {
         let off = be_u16(page, HEADER + 2 * i);
         if off < content || off >= page.len() {
@@ -112,17 +123,14 @@ fn decode(
         let mut r = Reader::new(page, off, page.len(), pgno).sharing(share);
         let in_order = if kind == LEAF {
             let c = r.leaf(i, max_key)?;
-            // Overflowing keys are stubs here: complete_keys orders them.
-            let ok = leaf.last().is_none_or(|p: &LeafCell| {
-                p.key.is_stub() || c.key.is_stub() || ctx.order.compare(&p.key, &c.key).is_lt()
-            });
+            let ok = leaf
+                .last()
+                .is_none_or(|p: &LeafCell| ordered(&p.key, &c.key));
             leaf.push(c);
             ok
         } else {
             let c = r.interior(i, max_key)?;
-            let ok = interior.last().is_none_or(|p| {
-                p.key.is_stub() || c.key.is_stub() || ctx.order.compare(&p.key, &c.key).is_lt()
-            });
+            let ok = interior.last().is_none_or(|p| ordered(&p.key, &c.key));
             interior.push(c);
             ok
         };
@@ -194,16 +202,22 @@ fn encode(pgno: Pgno, node: &Node, ctx: &EncodeCtx, reserve: usize, out: &mut [u
     Ok(())
 }
 
-/// [`NodeFormat::encode_changed`]: when the changed leaf cell encodes to
-/// as many bytes as the one it replaces (the same key, a value of the same
-/// size), the page is `base` with that cell's bytes rewritten in place,
-/// the reserved trailer cleared and the checksum renewed. Anything else
-/// declines.
+/// [`NodeFormat::encode_changed`]: `base` (a leaf this format wrote, so
+/// its cells are packed) with one cell changed, patched in a copy and its
+/// checksum patched over the bytes that moved:
+/// - a new value of the same encoded size: the cell rewritten in place;
+/// - an inserted cell: written just below the others, its offset entry
+///   inserted at its slot;
+/// - a removed cell: the cells below it move up by its size, their
+///   offsets follow, its entry goes.
+///
+/// The reserved trailer is cleared. Anything that does not match `base`
+/// (counts, the changed or neighbouring keys, room on the page) declines.
 fn encode_changed(
     pgno: Pgno,
     node: &Node,
     base: &[u8],
-    changed: usize,
+    change: LeafChange,
     ctx: &EncodeCtx,
     reserve: usize,
     out: &mut [u8],
@@ -212,43 +226,109 @@ fn encode_changed(
     let Node::Leaf(cells) = node else {
         return false;
     };
-    if base.len() != ps || out.len() != ps || ps < HEADER || base[0] != LEAF {
+    if base.len() != ps || out.len() != ps || ps < HEADER + reserve || base[0] != LEAF {
         return false;
     }
     let n = be_u16(base, 2);
-    let Some(cell) = cells.get(changed) else {
-        return false;
-    };
-    if n != cells.len() || HEADER + 2 * n > ps {
-        return false;
-    }
-    let off = be_u16(base, HEADER + 2 * changed);
     let content = be_u32(base, 4) as usize;
-    if off < content || off >= ps - reserve {
+    let limit = ps - reserve;
+    if !change.fits_counts(cells.len(), n) || content > limit || HEADER + 2 * n > content {
         return false;
     }
-    let mut r = Reader::new(base, off, ps - reserve, pgno);
     let max_key = SlottedFormat.max_key_len(ps);
-    let same_key = r
-        .leaf_key(changed, max_key)
-        .is_ok_and(|k| k == &cell.key[..]);
-    let len = cell::leaf_len(cell);
-    if !same_key || r.pos - off != len {
-        return false;
+    // The key of committed cell `j` and the end of its bytes, if intact.
+    let base_cell = |j: usize| -> Option<(&[u8], usize, usize)> {
+        let off = be_u16(base, HEADER + 2 * j);
+        if off < content || off >= limit {
+            return None;
+        }
+        let mut r = Reader::new(base, off, limit, pgno);
+        let key = r.leaf_key(j, max_key).ok()?;
+        Some((key, off, r.pos))
+    };
+    let key_is = |j: usize, key: &Bytes| base_cell(j).is_some_and(|(k, ..)| k == &key[..]);
+    let mut ranges = [(2, 8), (0, 0), (0, 0), (limit, ps)];
+    match change {
+        LeafChange::Value(i) => {
+            let cell = &cells[i];
+            let Some((key, off, end)) = base_cell(i) else {
+                return false;
+            };
+            let len = cell::leaf_len(cell);
+            if key != &cell.key[..] || end - off != len {
+                return false;
+            }
+            out.copy_from_slice(base);
+            cell::put_leaf(out, off, cell);
+            // The header is unchanged: its run gives way to the cell's.
+            ranges[0] = (off, off + len);
+        }
+        LeafChange::Inserted(i) => {
+            let cell = &cells[i];
+            let len = cell::leaf_len(cell);
+            // The neighbours are the committed cells around the slot.
+            let neighbours_match = (i == 0 || key_is(i - 1, &cells[i - 1].key))
+                && (i == n || key_is(i, &cells[i + 1].key));
+            if !neighbours_match || content < HEADER + 2 * (n + 1) + len {
+                return false;
+            }
+            let at = content - len;
+            out.copy_from_slice(base);
+            cell::put_leaf(out, at, cell);
+            out.copy_within(HEADER + 2 * i..HEADER + 2 * n, HEADER + 2 * (i + 1));
+            out[HEADER + 2 * i..HEADER + 2 * i + 2].copy_from_slice(&(at as u16).to_be_bytes());
+            out[2..4].copy_from_slice(&((n + 1) as u16).to_be_bytes());
+            out[4..8].copy_from_slice(&(at as u32).to_be_bytes());
+            ranges[1] = (HEADER + 2 * i, HEADER + 2 * (n + 1));
+            ranges[2] = (at, content);
+        }
+        LeafChange::Removed(i) => {
+            let Some((_, off, end)) = base_cell(i) else {
+                return false;
+            };
+            let neighbours_match = (i == 0 || key_is(i - 1, &cells[i - 1].key))
+                && (i + 1 == n || key_is(i + 1, &cells[i].key));
+            if !neighbours_match {
+                return false;
+            }
+            let len = end - off;
+            out.copy_from_slice(base);
+            // Packed again: what lay below the cell moves up over it.
+            out.copy_within(content..off, content + len);
+            out[content..content + len].fill(0);
+            for j in 0..n {
+                let o = be_u16(base, HEADER + 2 * j);
+                if j == i || (o >= off && o < end) {
+                    // Only the removed cell starts inside its own bytes.
+                    if j != i {
+                        return false;
+                    }
+                    continue;
+                }
+                let moved = if o < off { o + len } else { o };
+                let slot = if j < i { j } else { j - 1 };
+                out[HEADER + 2 * slot..HEADER + 2 * slot + 2]
+                    .copy_from_slice(&(moved as u16).to_be_bytes());
+            }
+            out[HEADER + 2 * (n - 1)..HEADER + 2 * n].fill(0);
+            out[2..4].copy_from_slice(&((n - 1) as u16).to_be_bytes());
+            out[4..8].copy_from_slice(&((content + len) as u32).to_be_bytes());
+            ranges[1] = (HEADER, HEADER + 2 * n);
+            ranges[2] = (content, end);
+        }
     }
-    out.copy_from_slice(base);
-    cell::put_leaf(out, off, cell);
-    out[ps - reserve..].fill(0);
+    out[limit..].fill(0);
     if ctx.checksums {
-        // Only the cell and the reserved tail changed: patch the sum.
-        let s = pagesum::patched_sum(
-            pgno,
-            base,
-            out,
-            SUM_AT,
-            &[(off, off + len), (ps - reserve, ps)],
-        );
-        out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
+        // Patching reads the changed runs twice (old and new): past half
+        // a page, one sum of the new page costs less. `base` is the image
+        // the pager verified, so neither way seals damage.
+        let changed: usize = ranges.iter().map(|&(s, e)| e - s).sum();
+        if 2 * changed > ps {
+            seal_tree(pgno, out);
+        } else {
+            let s = pagesum::patched_sum(pgno, base, out, SUM_AT, &ranges);
+            out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
+        }
     }
     true
 }
@@ -326,13 +406,11 @@ macro_rules! slotted_impl {
                 pgno: Pgno,
                 node: &Node,
                 base: &[u8],
-                changed: usize,
+                change: LeafChange,
                 ctx: &EncodeCtx,
                 out: &mut [u8],
             ) -> Result<bool> {
-                Ok(encode_changed(
-                    pgno, node, base, changed, ctx, $reserve, out,
-                ))
+                Ok(encode_changed(pgno, node, base, change, ctx, $reserve, out))
             }
 
             fn max_key_len(&self, page_size: usize) -> usize {

@@ -1273,7 +1273,7 @@ impl Pager {
     }
 
     /// The page patched from its committed image when the transaction
-    /// changed one leaf cell of it (and nothing else) and that image is
+    /// made one leaf change to it (and nothing else) and that image is
     /// cached as verified (decoded once, or encoded here; its node may
     /// have been handed to this writer): a patch must not seal damage it
     /// never checked.
@@ -1284,10 +1284,10 @@ impl Pager {
         node: &Node,
         tid: u64,
     ) -> Result<Option<Arc<[u8]>>> {
-        let Some(&cell) = st.changed.get(&pgno) else {
+        let Some(&Some(change)) = st.changed.get(&pgno) else {
             return Ok(None);
         };
-        if cell == CHANGED_MORE || !st.committed_is_base(pgno) {
+        if !st.committed_is_base(pgno) {
             return Ok(None);
         }
         let base = {
@@ -1299,9 +1299,9 @@ impl Pager {
         };
         let mut out = self.page_buffer();
         let ctx = self.encode_ctx(tid);
-        let done = self
-            .format
-            .encode_changed(pgno, node, &base, cell, &ctx, unique(&mut out)?)?;
+        let done =
+            self.format
+                .encode_changed(pgno, node, &base, change, &ctx, unique(&mut out)?)?;
         Ok(done.then_some(out))
     }
 
@@ -1857,9 +1857,9 @@ pub struct WriteState {
     /// Commit scratch, kept with the transaction for reuse.
     pgnos: Vec<Pgno>,
     pages: Vec<PageImage>,
-    /// Per dirty tree page, the one leaf cell in which it differs from
+    /// Per dirty tree page, the one leaf change by which it differs from
     /// its committed image (`PageWrite::note_change`), or [`CHANGED_MORE`].
-    changed: PgnoMap<usize>,
+    changed: PgnoMap<Option<LeafChange>>,
     /// Committed pages read, when the protocol tracks reads or names
     /// conflicts. Behind a mutex because reads take `&self`.
     reads: Mutex<ReadSet>,
@@ -1885,7 +1885,7 @@ struct ReadSet {
 const NO_TABLE: u32 = u32::MAX;
 
 /// A page the transaction changed in more than one cell or step.
-const CHANGED_MORE: usize = usize::MAX;
+const CHANGED_MORE: Option<LeafChange> = None;
 
 impl WriteState {
     /// Whether the committed image of `pgno` (what the cache holds) is
@@ -2178,8 +2178,8 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         self.pager.value_bytes(value)
     }
 
-    fn note_change(&mut self, pgno: Pgno, cell: usize) {
-        self.st.changed.entry(pgno).or_insert(cell);
+    fn note_change(&mut self, pgno: Pgno, change: LeafChange) {
+        self.st.changed.entry(pgno).or_insert(Some(change));
     }
 
     fn leaf_buffer(&mut self) -> Vec<LeafCell> {

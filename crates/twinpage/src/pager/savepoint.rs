@@ -11,6 +11,7 @@
 use super::{Dirty, WritePages, WriteState};
 use crate::base::pgmap::{PgnoMap, PgnoSet};
 use crate::base::{Error, Header, Pgno, Result};
+use crate::node::LeafChange;
 use std::ops::Deref;
 
 /// The private state of a write transaction at a savepoint.
@@ -20,7 +21,7 @@ pub struct Savepoint {
     freed: Vec<Pgno>,
     allocated: PgnoSet,
     free: Option<Vec<Pgno>>,
-    changed: PgnoMap<usize>,
+    changed: PgnoMap<Option<LeafChange>>,
     spills: u64,
 }
 

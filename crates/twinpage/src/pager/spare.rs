@@ -10,7 +10,7 @@ use crate::base::pgmap::{PgnoMap, PgnoSet};
 use crate::base::Pgno;
 use crate::journal::PageImage;
 use crate::node::bytes::INLINE;
-use crate::node::{Bytes, LeafCell, Node, Value};
+use crate::node::{Bytes, LeafCell, LeafChange, Node, Value};
 use std::sync::Arc;
 
 /// What finished write transactions leave for the next: the emptied
@@ -36,7 +36,7 @@ pub(super) struct TxnScratch {
     pub(super) freed: Vec<Pgno>,
     pub(super) pgnos: Vec<Pgno>,
     pub(super) pages: Vec<PageImage>,
-    pub(super) changed: PgnoMap<usize>,
+    pub(super) changed: PgnoMap<Option<LeafChange>>,
 }
 
 /// Smallest value-buffer class: 64 bytes (shorter values are inline).
@@ -77,7 +77,7 @@ impl Pager {
     /// Keep the page buffer of a cache entry that was replaced, if nothing
     /// else holds it (a decoded node may still point into it).
     pub(super) fn recycle(&self, old: CachedPage) {
-        let CachedPage { mut raw, node, .. } = old;
+        let CachedPage { raw, node, .. } = old;
         let mut sp = self.spare.lock();
         if let Some(mut node) = node {
             // The node's allocation and its leaf vector, if nothing else
@@ -85,10 +85,23 @@ impl Pager {
             if let Some(n) = Arc::get_mut(&mut node) {
                 if let Node::Leaf(cells) = n {
                     let mut v = std::mem::take(cells);
+                    // The image the node was decoded from, which its
+                    // unchanged values share (not `raw` once a commit
+                    // replaced the page): free when the last cell goes.
+                    let mut origin: Option<Arc<[u8]>> = None;
                     for c in v.drain(..) {
                         if let Value::Inline(b) = c.value {
-                            self.keep_value(&mut sp, b);
+                            if let Some(page) = self.keep_value(&mut sp, b) {
+                                if !origin.as_ref().is_some_and(|o| Arc::ptr_eq(o, &page)) {
+                                    if let Some(o) = origin.replace(page) {
+                                        self.keep_page(&mut sp, o);
+                                    }
+                                }
+                            }
                         }
+                    }
+                    if let Some(o) = origin {
+                        self.keep_page(&mut sp, o);
                     }
                     if sp.leaves.len() < SPARE_BUFFERS {
                         sp.leaves.push(v);
@@ -101,11 +114,16 @@ impl Pager {
                 }
             }
         }
-        if raw.len() == self.db.page_size
-            && Arc::get_mut(&mut raw).is_some()
+        self.keep_page(&mut sp, raw);
+    }
+
+    /// Keep a page buffer if nothing else holds it.
+    fn keep_page(&self, sp: &mut Spare, mut page: Arc<[u8]>) {
+        if page.len() == self.db.page_size
+            && Arc::get_mut(&mut page).is_some()
             && sp.buffers.len() < SPARE_BUFFERS
         {
-            sp.buffers.push(raw);
+            sp.buffers.push(page);
         }
     }
 
@@ -113,7 +131,9 @@ impl Pager {
     /// else holds it.
     pub(super) fn discard_value(&self, b: Bytes) {
         let mut sp = self.spare.lock();
-        self.keep_value(&mut sp, b);
+        if let Some(page) = self.keep_value(&mut sp, b) {
+            self.keep_page(&mut sp, page);
+        }
     }
 
     /// The cells of the cached committed node of `pgno`, which a writer is
@@ -149,16 +169,16 @@ impl Pager {
     }
 
     /// Keep the buffer behind a replaced cell's value if it is a value
-    /// buffer (not a page image) and nothing else holds it.
-    fn keep_value(&self, sp: &mut Spare, b: Bytes) {
-        let Some(mut buf) = b.into_buffer() else {
-            return;
-        };
-        let Some(c) = value_class(buf.len(), self.db.page_size) else {
-            return;
-        };
+    /// buffer and nothing else holds it. A page image it shares is handed
+    /// back, for the caller to keep once its other cells are gone.
+    fn keep_value(&self, sp: &mut Spare, b: Bytes) -> Option<Arc<[u8]>> {
+        let mut buf = b.into_buffer()?;
+        if buf.len() == self.db.page_size {
+            return Some(buf);
+        }
+        let c = value_class(buf.len(), self.db.page_size)?;
         if buf.len() != 1 << c || Arc::get_mut(&mut buf).is_none() {
-            return;
+            return None;
         }
         if sp.values.len() <= c {
             sp.values.resize_with(c + 1, Vec::new);
@@ -166,6 +186,7 @@ impl Pager {
         if sp.values[c].len() < SPARE_BUFFERS {
             sp.values[c].push(buf);
         }
+        None
     }
 
     /// `node` in a shared allocation: a recycled one when there is one.
