@@ -415,6 +415,22 @@ impl<'a> Reader<'a> {
         self
     }
 
+    /// Most leaf cells: no chain, lengths of one or two varint bytes, a
+    /// key within `max_key`, all inside the page. For such a cell at the
+    /// current position, where its key and value start and where it
+    /// ends; `None` sends the caller down the checked path.
+    #[inline]
+    fn plain_leaf(&self, max_key: usize) -> Option<(usize, usize, usize)> {
+        let p = self.pos;
+        if self.page.get(p) != Some(&0) {
+            return None;
+        }
+        let (klen, ks) = short_varint(self.page, p + 1, self.end)?;
+        let (vlen, start) = short_varint(self.page, ks, self.end)?;
+        let (vs, end) = (start + klen, start + klen + vlen);
+        (klen <= max_key && end <= self.end).then_some((start, vs, end))
+    }
+
     /// `page[start..end]` (in bounds) as [`Bytes`]: shared with the page
     /// when possible.
     fn span(&self, start: usize, end: usize) -> Bytes {
@@ -531,22 +547,12 @@ impl<'a> Reader<'a> {
 
     /// Parse a leaf cell (cell number `i`, for messages).
     pub fn leaf(&mut self, i: usize, max_key: usize) -> Result<LeafCell> {
-        // Most cells: no chain, lengths of one or two varint bytes, and
-        // inside the page. Anything else takes the checked path below.
-        let p = self.pos;
-        if self.page.get(p) == Some(&0) {
-            if let Some((klen, ks)) = short_varint(self.page, p + 1, self.end) {
-                if let Some((vlen, vs)) = short_varint(self.page, ks, self.end) {
-                    let (kend, vend) = (vs + klen, vs + klen + vlen);
-                    if klen <= max_key && vend <= self.end {
-                        self.pos = vend;
-                        return Ok(LeafCell {
-                            key: self.span(vs, kend),
-                            value: Value::Inline(self.span(kend, vend)),
-                        });
-                    }
-                }
-            }
+        if let Some((ks, vs, end)) = self.plain_leaf(max_key) {
+            self.pos = end;
+            return Ok(LeafCell {
+                key: self.span(ks, vs),
+                value: Value::Inline(self.span(vs, end)),
+            });
         }
         let flags = self.u8()?;
         let klen = self.varint()?;
@@ -571,6 +577,10 @@ impl<'a> Reader<'a> {
     /// Skip over a leaf cell without copying it; returns its key's
     /// identity (see [`key_ident`]).
     pub fn leaf_key(&mut self, i: usize, max_key: usize) -> Result<&'a [u8]> {
+        if let Some((ks, vs, end)) = self.plain_leaf(max_key) {
+            self.pos = end;
+            return Ok(&self.page[ks..vs]);
+        }
         let flags = self.u8()?;
         let klen = self.varint()?;
         let vlen = self.varint()?;
@@ -643,6 +653,14 @@ mod tests {
                     let mut r = Reader::new(&page, 3, 3 + len, 7).sharing(share);
                     assert_eq!(r.leaf(0, 200).unwrap(), cell, "{klen}/{vlen}");
                     assert_eq!(r.pos, 3 + len);
+                    let mut k = Reader::new(&page, 3, 3 + len, 7).sharing(share);
+                    assert_eq!(k.leaf_key(0, 200).unwrap(), &cell.key[..]);
+                    assert_eq!(k.pos, 3 + len);
+                    let mut short = Reader::new(&page, 3, 2 + len, 7);
+                    assert!(
+                        short.leaf_key(0, 200).is_err(),
+                        "{klen}/{vlen} key cut short"
+                    );
                     let mut short = Reader::new(&page, 3, 2 + len, 7).sharing(share);
                     assert!(short.leaf(0, 200).is_err(), "{klen}/{vlen} cut short");
                 }

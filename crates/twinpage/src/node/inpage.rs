@@ -262,6 +262,34 @@ pub(crate) fn with_local<S: Default + 'static, T>(
     })
 }
 
+/// Sort `v` by `less`, fast when it is nearly sorted already (a page's
+/// cells in the order a later version mostly kept): insertion sort while
+/// the swaps stay within a few per element, the general sort past that
+/// (no quadratic worst case).
+pub(crate) fn sort_nearly_sorted_by<T>(v: &mut [T], mut less: impl FnMut(&T, &T) -> bool) {
+    let mut budget = 4 * v.len();
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && less(&v[j], &v[j - 1]) {
+            if budget == 0 {
+                v.sort_unstable_by(|a, b| {
+                    if less(a, b) {
+                        std::cmp::Ordering::Less
+                    } else if less(b, a) {
+                        std::cmp::Ordering::Greater
+                    } else {
+                        std::cmp::Ordering::Equal
+                    }
+                });
+                return;
+            }
+            budget -= 1;
+            v.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+}
+
 /// The error of a reader whose snapshot is older than every version left
 /// in a page: commits since it began overwrote the one it needs (under a
 /// multi-writer protocol; \[IPS\] §4.2 aborts such a reader). Retryable.

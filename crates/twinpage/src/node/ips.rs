@@ -44,7 +44,8 @@ use super::cell::{
 };
 use super::inpage::{
     check_envelope, check_free_page, invalidate_envelope, raw_tid, snapshot_too_old,
-    verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat, VersionState,
+    sort_nearly_sorted_by, verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat,
+    VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
@@ -335,7 +336,15 @@ fn parse(
     } else {
         order
     };
-    out.sort_unstable_by(|a, b| order.compare(&page[a.2..a.3], &page[b.2..b.3]));
+    // Slots are appended: mostly in key order already, a few updated
+    // records out of it.
+    if order.bytewise() {
+        sort_nearly_sorted_by(out, |a, b| page[a.2..a.3] < page[b.2..b.3]);
+    } else {
+        sort_nearly_sorted_by(out, |a, b| {
+            order.compare(&page[a.2..a.3], &page[b.2..b.3]).is_lt()
+        });
+    }
     if out
         .windows(2)
         .any(|w| order.compare(&page[w[0].2..w[0].3], &page[w[1].2..w[1].3]) == Ordering::Equal)
