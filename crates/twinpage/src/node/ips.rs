@@ -663,12 +663,15 @@ impl IpsFormat {
         let lo = slot_at(ps, nslots);
         sc.holes.clear();
         sc.live.clear();
+        // In key order the records mostly run down the page (appended in
+        // slot order): reversed, nearly sorted by offset.
         sc.live.extend(
             sc.spans
                 .iter()
+                .rev()
                 .map(|&(off, len, _, _, slot)| (off, len, slot)),
         );
-        sc.live.sort_unstable();
+        sort_nearly_sorted_by(&mut sc.live, |a, b| a < b);
         let mut at = lo;
         for &(off, len, _) in &sc.live {
             if off < lo {
@@ -766,7 +769,8 @@ impl IpsFormat {
             let off = be16(out, slot_at(ps, slot));
             sc.live.push((slot, off, sc.lens[i]));
         }
-        sc.live.sort_unstable();
+        // Key order is mostly slot order (records are appended).
+        sort_nearly_sorted_by(&mut sc.live, |a, b| a < b);
         let mut crc = CrcGather::new();
         crc.put(&pgno.to_be_bytes());
         crc.put(&out[plan.v * HDR_LEN..plan.v * HDR_LEN + HDR_SUMMED]);

@@ -87,7 +87,7 @@
 //!   only while the cache holds the sole other reference, checked under
 //!   the shard's write lock (readers clone cached nodes under its read
 //!   lock). The committed image stays cached without its node, flagged as
-//!   verified, so a reader decodes it again on a hit and the one-cell
+//!   verified, so a reader decodes it again on a hit and the leaf
 //!   patch at commit may still build on it; a rollback leaves it so.
 
 mod alloc;
