@@ -264,6 +264,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         // 1 and 2 on a fresh page; 4 and 1 over a committed image.
         let (fresh, over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         let patches = [0; 3].map(AtomicUsize::new);
+        let hinted = [0; 3].map(AtomicUsize::new);
         let (long, long_over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         runner(192)
             .run(&(nodes.clone(), nodes), |(old, new)| {
@@ -329,6 +330,31 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                             reads_back(fmt, &out, ps, 8, &changed, &format!("patched {change:?}"))?;
                             patches[kind].fetch_add(1, Relaxed);
                         }
+                        // The same change as the pager's hint to a format
+                        // that writes beside the committed version (over a
+                        // base it verified): both versions read back.
+                        if fmt.needs_base() {
+                            let mut ctx = enc(ps, 8);
+                            ctx.leaf_change = Some(change);
+                            ctx.base_verified = true;
+                            let mut out = vec![0xEEu8; ps];
+                            let written = fmt
+                                .encode_if_fits(5, &changed, Some(&page), &ctx, &mut out)
+                                .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
+                            if written {
+                                let what = format!("hinted {change:?}");
+                                reads_back(fmt, &out, ps, 8, &changed, &what)?;
+                                reads_back(
+                                    fmt,
+                                    &out,
+                                    ps,
+                                    7,
+                                    &old,
+                                    &format!("{what}, old version"),
+                                )?;
+                                hinted[kind].fetch_add(1, Relaxed);
+                            }
+                        }
                     }
                 }
                 // The root's last resort fits over anything.
@@ -347,6 +373,12 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         assert!(
             fmt.name() != "slotted" || patches.iter().all(|&n| n >= 16),
             "{} at {ps}: only {patches:?} in-place patches (value, insert, remove)",
+            fmt.name()
+        );
+        let hinted = hinted.map(AtomicUsize::into_inner);
+        assert!(
+            !fmt.needs_base() || hinted.iter().all(|&n| n >= 16),
+            "{} at {ps}: only {hinted:?} hinted writes (value, insert, remove)",
             fmt.name()
         );
         let (long, long_over) = (long.into_inner(), long_over.into_inner());

@@ -221,6 +221,66 @@ fn spans_into(
     Ok(())
 }
 
+/// [`spans_into`] for a leaf version `h` that the node of `lens` (its
+/// cells' encoded lengths) is, but for `change`, read from a verified
+/// page: each cell's offset from its row, its length from the node's
+/// cell at the same position; only a cell the change replaced or removed
+/// is parsed. Key positions are left empty: the caller pairs by position.
+fn hinted_spans(
+    pgno: Pgno,
+    page: &[u8],
+    h: &SlotHeader,
+    change: LeafChange,
+    lens: &[usize],
+    max_key: usize,
+    out: &mut Vec<Span>,
+) -> Result<()> {
+    let ps = page.len();
+    out.clear();
+    let min = ROWS_AT + ROW_LEN * h.n;
+    if h.n > max_rows(ps) || min > ps {
+        return Err(corrupt(
+            pgno,
+            format!("slot header {}: {} cells cannot fit", h.slot, h.n),
+        ));
+    }
+    out.reserve(h.n);
+    for b in 0..h.n {
+        let off = be16(page, row_at(b, h.slot));
+        let new_index = match change {
+            LeafChange::Value(c) | LeafChange::Removed(c) if b == c => None,
+            LeafChange::Inserted(c) if b >= c => Some(b + 1),
+            LeafChange::Removed(c) if b > c => Some(b - 1),
+            _ => Some(b),
+        };
+        let len = match new_index {
+            Some(j) => lens[j],
+            None => {
+                if off < min || off >= ps {
+                    return Err(corrupt(
+                        pgno,
+                        format!("cell {b} offset {off} outside the cell area"),
+                    ));
+                }
+                let mut r = Reader::new(page, off, ps, pgno);
+                r.leaf_key(b, max_key)?;
+                r.pos - off
+            }
+        };
+        if off < min || len > ps - off.min(ps) {
+            return Err(corrupt(
+                pgno,
+                format!(
+                    "slot header {}: cell {b} at {off} ({len} bytes) outside the cell area",
+                    h.slot
+                ),
+            ));
+        }
+        out.push((off, len, off, off));
+    }
+    Ok(())
+}
+
 /// The checksum of version `h` does not match: a torn write or damage.
 fn crc_mismatch(pgno: Pgno, h: &SlotHeader) -> Error {
     corrupt(
@@ -528,8 +588,16 @@ impl DhlFormat {
             ));
         };
         let max_key = self.max_key_len(ps);
+        // The pager's hint (see below) over a base it verified: the node
+        // came from that version, so its cells give the committed cells'
+        // lengths and only a replaced or removed cell is parsed.
+        let hinted = ctx.leaf_change.filter(|&ch| {
+            !verify && vh.kind == LEAF && matches!(node, Node::Leaf(_)) && ch.fits_counts(n, vh.n)
+        });
         if verify {
             verify_into(at, base, &vh, max_key, spans)?;
+        } else if let Some(ch) = hinted {
+            hinted_spans(at, base, &vh, ch, lens, max_key, spans)?;
         } else {
             spans_into(at, base, &vh, max_key, spans)?;
         }
@@ -545,7 +613,7 @@ impl DhlFormat {
         // leaf cell changed, inserted or removed. Every other cell pairs
         // with the committed cell at its position; only a changed value is
         // compared.
-        let by_position = ctx.leaf_change.filter(|&ch| {
+        let by_position = hinted.or(ctx.leaf_change).filter(|&ch| {
             ch.fits_counts(n, spans.len())
                 && vh.kind == LEAF
                 && matches!(node, Node::Leaf(_))
