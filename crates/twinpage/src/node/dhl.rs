@@ -247,21 +247,10 @@ fn hinted_spans(
     out.reserve(h.n);
     for b in 0..h.n {
         let off = be16(page, row_at(b, h.slot));
-        let new_index = match change {
-            LeafChange::Value(c) | LeafChange::Removed(c) if b == c => None,
-            LeafChange::Inserted(c) if b >= c => Some(b + 1),
-            LeafChange::Removed(c) if b > c => Some(b - 1),
-            _ => Some(b),
-        };
-        let len = match new_index {
+        let len = match change.node_index(b) {
             Some(j) => lens[j],
             None => {
-                if off < min || off >= ps {
-                    return Err(corrupt(
-                        pgno,
-                        format!("cell {b} offset {off} outside the cell area"),
-                    ));
-                }
+                // The reader stops at the page end; the range is checked below.
                 let mut r = Reader::new(page, off, ps, pgno);
                 r.leaf_key(b, max_key)?;
                 r.pos - off
@@ -613,16 +602,20 @@ impl DhlFormat {
         // leaf cell changed, inserted or removed. Every other cell pairs
         // with the committed cell at its position; only a changed value is
         // compared.
-        let by_position = hinted.or(ctx.leaf_change).filter(|&ch| {
-            ch.fits_counts(n, spans.len())
-                && vh.kind == LEAF
-                && matches!(node, Node::Leaf(_))
-                && (0..n).all(|j| {
-                    ch == LeafChange::Value(j)
-                        || ch
-                            .base_index(j, n, spans.len())
-                            .is_none_or(|b| spans[b].1 == lens[j])
-                })
+        // Spans built under `hinted` take their lengths from the node: no
+        // test to repeat.
+        let by_position = hinted.or_else(|| {
+            ctx.leaf_change.filter(|&ch| {
+                ch.fits_counts(n, spans.len())
+                    && vh.kind == LEAF
+                    && matches!(node, Node::Leaf(_))
+                    && (0..n).all(|j| {
+                        ch == LeafChange::Value(j)
+                            || ch
+                                .base_index(j, n, spans.len())
+                                .is_none_or(|b| spans[b].1 == lens[j])
+                    })
+            })
         });
         if let Some(ch) = by_position {
             for (j, o) in offsets.iter_mut().enumerate() {

@@ -188,6 +188,18 @@ impl LeafChange {
         }
     }
 
+    /// The inverse of [`LeafChange::base_index`]: the cell of the new node
+    /// that committed cell `b` is (`None`: the cell replaced or removed).
+    /// The counts must fit ([`LeafChange::fits_counts`]).
+    pub fn node_index(self, b: usize) -> Option<usize> {
+        match self {
+            LeafChange::Value(c) | LeafChange::Removed(c) if b == c => None,
+            LeafChange::Inserted(c) if b >= c => Some(b + 1),
+            LeafChange::Removed(c) if b > c => Some(b - 1),
+            _ => Some(b),
+        }
+    }
+
     /// Whether the counts fit the change (`n` new cells, `base_n`
     /// committed).
     pub fn fits_counts(self, n: usize, base_n: usize) -> bool {
@@ -281,9 +293,10 @@ pub trait NodeFormat: Send + Sync {
 
     /// Encode `node` when it is the page's committed content `base`
     /// (which this format wrote, and the caller verified since it was
-    /// read: a patch may not seal damage it never checked) with one leaf change (`change`: a value
-    /// replaced under the same key, a cell inserted or one removed): a
-    /// format may patch a copy of `base` instead of encoding every cell.
+    /// read: a patch may not seal damage it never checked) with one leaf
+    /// change (`change`: a value replaced under the same key, a cell
+    /// inserted or one removed): a format may patch a copy of `base`
+    /// instead of encoding every cell.
     /// `Ok(false)`, with `out` unspecified, declines (the caller encodes in
     /// full); the image must be one [`decode`] reads back as `node`.
     ///
@@ -407,5 +420,23 @@ mod leaf_change_tests {
         assert!(!LeafChange::Removed(3).fits_counts(2, 3));
         assert!(!LeafChange::Value(3).fits_counts(3, 3));
         assert_eq!(map(LeafChange::Removed(1), 2, 2), [None, None]);
+        // node_index inverts base_index on the committed cells it keeps.
+        for (ch, n, base_n) in [
+            (LeafChange::Value(1), 3, 3),
+            (LeafChange::Inserted(1), 3, 2),
+            (LeafChange::Removed(0), 2, 3),
+            (LeafChange::Removed(2), 2, 3),
+        ] {
+            for j in 0..n {
+                if let Some(b) = ch
+                    .base_index(j, n, base_n)
+                    .filter(|_| ch != LeafChange::Value(j))
+                {
+                    assert_eq!(ch.node_index(b), Some(j), "{ch:?}");
+                }
+            }
+        }
+        assert_eq!(LeafChange::Value(1).node_index(1), None);
+        assert_eq!(LeafChange::Removed(1).node_index(1), None);
     }
 }

@@ -297,13 +297,13 @@ fn encode_changed(
             out.copy_within(content..off, content + len);
             out[content..content + len].fill(0);
             for j in 0..n {
-                let o = be_u16(base, HEADER + 2 * j);
-                if j == i || (o >= off && o < end) {
-                    // Only the removed cell starts inside its own bytes.
-                    if j != i {
-                        return false;
-                    }
+                if j == i {
                     continue;
+                }
+                let o = be_u16(base, HEADER + 2 * j);
+                if (off..end).contains(&o) {
+                    // Another cell inside the removed one's bytes: damage.
+                    return false;
                 }
                 let moved = if o < off { o + len } else { o };
                 let slot = if j < i { j } else { j - 1 };
