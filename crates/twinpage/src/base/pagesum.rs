@@ -164,8 +164,81 @@ fn shift_tables() -> &'static ShiftTables {
     })
 }
 
-/// The raw register `v` after `n` zero bytes.
-fn shift(mut v: u32, mut n: usize) -> u32 {
+/// Distances [`shift`] takes from [`byte_powers`]: any within an 8 KiB
+/// page (and a message a little longer than one); past it the tables of
+/// [`shift_tables`] step through the powers of two.
+const POWERS_LEN: usize = 16 * 1024 + 64;
+
+/// `X[n]` = x^(8n) mod P as a raw register (bit i holds the coefficient of
+/// x^(31-i)): what multiplying a register by it does is advancing the
+/// register over `n` zero bytes. 64 KiB, built once.
+fn byte_powers() -> &'static [u32] {
+    static POWERS: std::sync::OnceLock<Box<[u32]>> = std::sync::OnceLock::new();
+    POWERS.get_or_init(|| {
+        let mut x = 1u32 << 31; // x^0
+        (0..POWERS_LEN)
+            .map(|_| {
+                let this = x;
+                x = !crc32c::crc32c_append(!x, &[0]);
+                this
+            })
+            .collect()
+    })
+}
+
+/// `a` times `b` mod P, both raw registers. The carry-less product of two
+/// reflected 32-bit polynomials is a reflected 63-bit one one bit short of
+/// the 64-bit form: shifted left once, its high half holds degrees 0..31
+/// and its low half degrees 32..63, which a CRC step of that half from a
+/// zero register reduces (it computes D(x)·x^32 mod P).
+fn mul_mod(a: u32, b: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("sse4.2")
+        {
+            // SAFETY: both features were detected at run time.
+            return unsafe { mul_mod_clmul(a, b) };
+        }
+    }
+    mul_mod_soft(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "pclmulqdq,sse4.2")]
+unsafe fn mul_mod_clmul(a: u32, b: u32) -> u32 {
+    use std::arch::x86_64::{
+        _mm_clmulepi64_si128, _mm_crc32_u32, _mm_cvtsi128_si64, _mm_cvtsi64_si128,
+    };
+    let p = _mm_clmulepi64_si128(_mm_cvtsi64_si128(a as i64), _mm_cvtsi64_si128(b as i64), 0);
+    let p = (_mm_cvtsi128_si64(p) as u64) << 1;
+    _mm_crc32_u32(0, p as u32) ^ (p >> 32) as u32
+}
+
+/// [`mul_mod`] without the carry-less multiply instruction.
+fn mul_mod_soft(a: u32, b: u32) -> u32 {
+    let mut p = 0u64;
+    for i in 0..32 {
+        if a >> i & 1 == 1 {
+            p ^= (b as u64) << i;
+        }
+    }
+    let p = p << 1;
+    !crc32c::crc32c_append(!0, &(p as u32).to_le_bytes()) ^ (p >> 32) as u32
+}
+
+/// The raw register `v` after `n` zero bytes: one multiplication by a
+/// tabulated power when `n` is in [`byte_powers`] (every distance within
+/// a page up to 8 KiB); else a table step per set bit of `n`.
+fn shift(v: u32, n: usize) -> u32 {
+    match byte_powers().get(n) {
+        Some(&x) => mul_mod(v, x),
+        None => shift_by_steps(v, n),
+    }
+}
+
+/// [`shift`] through the zero-byte operators of the powers of two.
+fn shift_by_steps(mut v: u32, mut n: usize) -> u32 {
     let t = shift_tables();
     let mut k = 0;
     let step = |v: u32, tk: &[[u32; 256]; 4]| {
@@ -213,6 +286,22 @@ mod tests {
             assert!(!verify(9, &q, 508), "flip of bit {bit} detected");
         }
     }
+    #[test]
+    fn every_shift_is_the_crc_of_zeros() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let zeros = vec![0u8; 70_000];
+        for n in (0..300).chain([4095, 4096, 4100, 8191, POWERS_LEN - 1, POWERS_LEN, 65_540]) {
+            let v: u32 = rng.random();
+            let want = !crc32c::crc32c_append(!v, &zeros[..n]);
+            assert_eq!(shift(v, n), want, "{n} bytes");
+            assert_eq!(shift_by_steps(v, n), want, "{n} bytes by steps");
+            if let Some(&x) = byte_powers().get(n) {
+                assert_eq!(mul_mod_soft(v, x), want, "{n} bytes, software multiply");
+            }
+        }
+    }
+
     #[test]
     fn patched_sum_matches_a_full_sum() {
         use rand::{Rng, SeedableRng};

@@ -45,9 +45,8 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    check_envelope, check_free_page, invalidate_envelope, raw_tid, snapshot_too_old,
-    sort_nearly_sorted_by, verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat,
-    VersionState,
+    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, snapshot_too_old,
+    verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_MAGIC, RAW_TAIL};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
@@ -55,6 +54,10 @@ use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
 use std::cell::RefCell;
 use std::sync::Arc;
+
+/// New cells up to which a write patches the page checksum from the
+/// base's instead of summing the page again.
+const PATCH_CELLS: usize = 4;
 
 /// Size of one slot header.
 pub const SLOT_LEN: usize = 32;
@@ -302,6 +305,33 @@ fn version_crc(
     crc.finish()
 }
 
+/// The checksum of the version just written to `slot` of `out`, from the
+/// committed version's on `base` that `p` describes ([`VersionPatch`]).
+fn patched_crc(p: &VersionPatch, base: &[u8], out: &[u8], slot: usize, sc: &Scratch) -> u32 {
+    let (hb_old, hb_new) = (p.slot * SLOT_LEN, slot * SLOT_LEN);
+    let mut crc = p.crc
+        ^ pagesum::run_term(
+            &base[hb_old..hb_old + 28],
+            &out[hb_new..hb_new + 28],
+            p.len - 32,
+        );
+    let (new_off, len) = (sc.offsets[p.cell], sc.lens[p.cell]);
+    if new_off != p.old_off {
+        let after = p.len - p.at - 2;
+        crc ^= pagesum::run_term(
+            &(p.old_off as u16).to_be_bytes(),
+            &(new_off as u16).to_be_bytes(),
+            after,
+        );
+        crc ^= pagesum::run_term(
+            &base[p.old_off..p.old_off + len],
+            &out[new_off..new_off + len],
+            after - len,
+        );
+    }
+    crc
+}
+
 /// Parse the cells of version `h` into `out` and compute its checksum.
 fn parse_version_into(
     pgno: Pgno,
@@ -348,6 +378,29 @@ struct Layout {
     slot: usize,
     /// No committed version: the page is written from scratch.
     fresh: bool,
+    /// The new version is the committed one with one cell's value
+    /// replaced by one of the same length: its checksum follows from the
+    /// committed version's.
+    patch: Option<VersionPatch>,
+}
+
+/// What [`DhlFormat::write_version`] needs to derive the new version's
+/// checksum from the committed version's (CRC is linear: equal-length
+/// messages differ by the raw CRC of the changed runs, each advanced over
+/// the bytes after it): the slot header, and cell `cell`'s offset and
+/// bytes, are the only runs that change.
+#[derive(Debug, Clone, Copy)]
+struct VersionPatch {
+    /// The committed version's slot and stored (verified) checksum.
+    slot: usize,
+    crc: u32,
+    /// The cell whose value changed, its committed offset, and where its
+    /// entry (u16 offset, then bytes) starts in the checksum message.
+    cell: usize,
+    old_off: usize,
+    at: usize,
+    /// Length of the checksum message (the same for both versions).
+    len: usize,
 }
 
 /// The vectors [`DhlFormat::layout`] works in, kept per thread: once they
@@ -363,7 +416,8 @@ struct Scratch {
     /// Cells that need new bytes (the rest are shared with the committed
     /// version and stay where they are).
     new: Vec<usize>,
-    used: Vec<(usize, usize)>,
+    /// One bit per byte of the page: the committed cells' bytes.
+    bits: Vec<u64>,
     free: Vec<(usize, usize)>,
     order: Vec<usize>,
     cell: Vec<u8>,
@@ -539,7 +593,7 @@ impl DhlFormat {
             lens,
             offsets,
             new,
-            used,
+            bits,
             free,
             order,
             cell: scratch,
@@ -564,6 +618,7 @@ impl DhlFormat {
             return Ok(Some(Layout {
                 slot: 0,
                 fresh: true,
+                patch: None,
             }));
         };
         let at = pgno.unwrap_or(0);
@@ -678,22 +733,13 @@ impl DhlFormat {
         }
         // Free space: everything between the rows and the page end that
         // the committed version does not reference.
-        used.clear();
-        // Cells packed at the end run down the page in row order, and a
-        // later version moves few of them: reversed, nearly sorted.
-        used.extend(spans.iter().rev().map(|c| (c.0, c.0 + c.1)));
-        sort_nearly_sorted_by(used, |a, b| a < b);
-        free.clear();
-        let mut at = rows_end;
-        for &(s, e) in used.iter() {
-            if s > at {
-                free.push((at, s));
-            }
-            at = at.max(e);
-        }
-        if ps > at {
-            free.push((at, ps));
-        }
+        free_gaps(
+            rows_end,
+            ps,
+            spans.iter().map(|c| (c.0, c.0 + c.1)),
+            bits,
+            free,
+        );
         // Largest cells first, each at the top of the highest gap that
         // holds it: keeps the space next to the rows free for them to grow.
         order.clear();
@@ -706,9 +752,35 @@ impl DhlFormat {
             gap.1 -= lens[i];
             offsets[i] = gap.1;
         }
+        // A changed value of the same length, every other cell shared.
+        let patch = match by_position {
+            Some(LeafChange::Value(j))
+                if n == spans.len() && spans[j].1 == lens[j] && new.iter().all(|&i| i == j) =>
+            {
+                // pgno, then 28 header bytes, then (u16 offset, cell) each.
+                let mut len = 4 + 28;
+                let mut at = 0;
+                for (b, c) in spans.iter().enumerate() {
+                    if b == j {
+                        at = len;
+                    }
+                    len += 2 + c.1;
+                }
+                Some(VersionPatch {
+                    slot: vh.slot,
+                    crc: vh.crc,
+                    cell: j,
+                    old_off: spans[j].0,
+                    at,
+                    len,
+                })
+            }
+            _ => None,
+        };
         Ok(Some(Layout {
             slot: 1 - vh.slot,
             fresh: false,
+            patch,
         }))
     }
 
@@ -992,19 +1064,52 @@ impl DhlFormat {
             crc: 0,
         };
         write_slot(out, &h);
-        // The layout placed every cell inside the page: its checksum needs
-        // no second parse.
-        h.crc = version_crc(
-            pgno,
-            out,
-            lay.slot,
-            sc.offsets
-                .iter()
-                .zip(sc.lens.iter())
-                .map(|(&off, &len)| (off, len)),
-        );
+        let full_crc = |out: &[u8]| {
+            // The layout placed every cell inside the page: its checksum
+            // needs no second parse.
+            version_crc(
+                pgno,
+                out,
+                lay.slot,
+                sc.offsets
+                    .iter()
+                    .zip(sc.lens.iter())
+                    .map(|(&off, &len)| (off, len)),
+            )
+        };
+        h.crc = match (lay.patch, base) {
+            (Some(p), Some(b)) => {
+                let c = patched_crc(&p, b, out, lay.slot, sc);
+                debug_assert_eq!(c, full_crc(out), "patched version checksum, page {pgno}");
+                c
+            }
+            _ => full_crc(out),
+        };
         write_slot(out, &h);
-        pagesum::seal(pgno, out, PAGE_SUM_AT);
+        match base.filter(|_| !lay.fresh && sc.new.len() <= PATCH_CELLS) {
+            Some(b) => {
+                // Patched from the base's page checksum over the bytes this
+                // write changed: a base whose checksum failed leaves one
+                // that fails (damage is never sealed, C5).
+                let hb = lay.slot * SLOT_LEN;
+                let mut ranges = [(0, 0); 2 + PATCH_CELLS];
+                ranges[0] = (hb, hb + SLOT_LEN);
+                ranges[1] = (ROWS_AT, row_at(node.len(), 0));
+                for (r, &i) in ranges[2..].iter_mut().zip(&sc.new) {
+                    *r = (sc.offsets[i], sc.offsets[i] + sc.lens[i]);
+                }
+                let skip = (PAGE_SUM_AT, PAGE_SUM_AT + SUM_LEN);
+                let sum = pagesum::patch(pagesum::stored(b, PAGE_SUM_AT), b, out, &ranges, skip)
+                    .unwrap_or_else(|| pagesum::page_sum(pgno, out, PAGE_SUM_AT));
+                debug_assert!(
+                    !pagesum::verify(pgno, b, PAGE_SUM_AT)
+                        || sum == pagesum::page_sum(pgno, out, PAGE_SUM_AT),
+                    "patched page checksum, page {pgno}"
+                );
+                out[PAGE_SUM_AT..PAGE_SUM_AT + SUM_LEN].copy_from_slice(&sum.to_be_bytes());
+            }
+            None => pagesum::seal(pgno, out, PAGE_SUM_AT),
+        }
         Ok(true)
     }
 }
@@ -1056,25 +1161,6 @@ mod tests {
     use crate::node::Value;
 
     const PS: usize = 512;
-
-    #[test]
-    fn nearly_sorted_spans_sort_like_any_other() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        for n in [0usize, 1, 2, 35, 300] {
-            for swaps in [0usize, 1, 3, n] {
-                let mut v: Vec<(usize, usize)> = (0..n).map(|i| (i * 7, i * 7 + 3)).collect();
-                for _ in 0..swaps.min(n * n) {
-                    let (a, b) = (rng.random_range(0..n), rng.random_range(0..n));
-                    v.swap(a, b);
-                }
-                let mut want = v.clone();
-                want.sort_unstable();
-                sort_nearly_sorted_by(&mut v, |a, b| a < b);
-                assert_eq!(v, want, "{n} cells, {swaps} swaps");
-            }
-        }
-    }
 
     #[test]
     fn version_checksum_is_the_documented_message() {

@@ -290,6 +290,74 @@ pub(crate) fn sort_nearly_sorted_by<T>(v: &mut [T], mut less: impl FnMut(&T, &T)
     }
 }
 
+/// The gaps of `[from, end)` that no run of `used` covers, ascending, into
+/// `out`. Runs (half-open) are clipped to `[from, end)`. Each run is
+/// marked in a bitmap of the page (one bit per byte, `bits` is scratch)
+/// instead of being sorted: a later version's cells lie in no useful
+/// order, and marking is O(runs + page / 64).
+pub(crate) fn free_gaps(
+    from: usize,
+    end: usize,
+    used: impl Iterator<Item = (usize, usize)>,
+    bits: &mut Vec<u64>,
+    out: &mut Vec<(usize, usize)>,
+) {
+    out.clear();
+    let words = end.div_ceil(64);
+    bits.clear();
+    bits.resize(words, 0);
+    mark_bits(bits, 0, from.min(end));
+    for (s, e) in used {
+        mark_bits(bits, s.max(from).min(end), e.min(end));
+    }
+    if !end.is_multiple_of(64) {
+        bits[words - 1] |= !0u64 << (end % 64);
+    }
+    let mut pos = 0;
+    while let Some(s) = next_bit(bits, pos, false) {
+        let e = next_bit(bits, s, true).unwrap_or(words * 64);
+        out.push((s, e.min(end)));
+        pos = e;
+    }
+}
+
+/// Set bits `s..e` of `bits`.
+fn mark_bits(bits: &mut [u64], s: usize, e: usize) {
+    if s >= e {
+        return;
+    }
+    let (ws, we) = (s / 64, (e - 1) / 64);
+    let lo = !0u64 << (s % 64);
+    let hi = !0u64 >> (63 - (e - 1) % 64);
+    if ws == we {
+        bits[ws] |= lo & hi;
+    } else {
+        bits[ws] |= lo;
+        bits[ws + 1..we].fill(!0);
+        bits[we] |= hi;
+    }
+}
+
+/// The first bit at or after `from` that is set (`one`) or clear.
+fn next_bit(bits: &[u64], from: usize, one: bool) -> Option<usize> {
+    let mut w = from / 64;
+    let word = |w: usize| if one { bits[w] } else { !bits[w] };
+    if w >= bits.len() {
+        return None;
+    }
+    let mut x = word(w) & (!0u64 << (from % 64));
+    loop {
+        if x != 0 {
+            return Some(w * 64 + x.trailing_zeros() as usize);
+        }
+        w += 1;
+        if w >= bits.len() {
+            return None;
+        }
+        x = word(w);
+    }
+}
+
 /// The error of a reader whose snapshot is older than every version left
 /// in a page: commits since it began overwrote the one it needs (under a
 /// multi-writer protocol; \[IPS\] §4.2 aborts such a reader). Retryable.
@@ -465,6 +533,66 @@ pub fn check_envelope(pgno: Pgno, page: &[u8], committed: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearly_sorted_spans_sort_like_any_other() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for n in [0usize, 1, 2, 35, 300] {
+            for swaps in [0usize, 1, 3, n] {
+                let mut v: Vec<(usize, usize)> = (0..n).map(|i| (i * 7, i * 7 + 3)).collect();
+                for _ in 0..swaps.min(n * n) {
+                    let (a, b) = (rng.random_range(0..n), rng.random_range(0..n));
+                    v.swap(a, b);
+                }
+                let mut want = v.clone();
+                want.sort_unstable();
+                sort_nearly_sorted_by(&mut v, |a, b| a < b);
+                assert_eq!(v, want, "{n} cells, {swaps} swaps");
+            }
+        }
+    }
+
+    #[test]
+    fn free_gaps_are_the_complement_of_the_used_runs() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let (mut bits, mut out) = (Vec::new(), Vec::new());
+        for ps in [512usize, 4096, 65536] {
+            for _ in 0..200 {
+                let from = rng.random_range(0..ps / 4);
+                let runs: Vec<(usize, usize)> = (0..rng.random_range(0..40))
+                    .map(|_| {
+                        let s = rng.random_range(from..ps);
+                        (s, (s + rng.random_range(1..200)).min(ps))
+                    })
+                    .collect();
+                free_gaps(from, ps, runs.iter().copied(), &mut bits, &mut out);
+                let mut free = vec![true; ps];
+                free[..from].iter_mut().for_each(|f| *f = false);
+                for &(s, e) in &runs {
+                    free[s..e].iter_mut().for_each(|f| *f = false);
+                }
+                let mut want = Vec::new();
+                let mut i = 0;
+                while i < ps {
+                    if free[i] {
+                        let s = i;
+                        while i < ps && free[i] {
+                            i += 1;
+                        }
+                        want.push((s, i));
+                    } else {
+                        i += 1;
+                    }
+                }
+                assert_eq!(out, want, "page {ps}, from {from}, runs {runs:?}");
+            }
+        }
+        // A page size that is not a multiple of 64 bytes.
+        free_gaps(10, 100, [(20, 30)].into_iter(), &mut bits, &mut out);
+        assert_eq!(out, vec![(10, 20), (30, 100)]);
+    }
 
     #[test]
     fn envelope_roundtrip_and_invalidation() {

@@ -43,12 +43,12 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    check_envelope, check_free_page, invalidate_envelope, raw_tid, snapshot_too_old,
+    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, snapshot_too_old,
     sort_nearly_sorted_by, verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat,
     VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
-use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
 use std::cell::RefCell;
@@ -409,6 +409,8 @@ struct Scratch {
     tomb: Vec<usize>,
     /// Live records of the new version, (slot, offset, length).
     live: Vec<(usize, usize, usize)>,
+    /// One bit per byte of the page: the base's live records.
+    bits: Vec<u64>,
     /// Where each of `new` goes (its record offset), in `new`'s order.
     place: Vec<usize>,
     /// Slots the base version tombstoned that the new version reuses.
@@ -526,7 +528,8 @@ impl IpsFormat {
     /// get a tombstone; new ones are appended. `Ok(None)`: it does not fit
     /// in place. The base version's checksum is verified when
     /// `verify_base` (encode over a base not verified since it was read);
-    /// `fits` only plans.
+    /// `fits` only plans. `hint`: the pager's [`EncodeCtx::leaf_change`]
+    /// over a verified base.
     #[allow(clippy::too_many_arguments)]
     fn layout(
         &self,
@@ -536,6 +539,7 @@ impl IpsFormat {
         base: Option<&[u8]>,
         ps: usize,
         tid: u64,
+        hint: Option<LeafChange>,
         sc: &mut Scratch,
     ) -> Result<Option<Plan>> {
         let n = node.len();
@@ -575,7 +579,43 @@ impl IpsFormat {
         sc.kept.clear();
         sc.kept.resize(sc.spans.len(), false);
         sc.slots.resize(n, usize::MAX);
-        for i in 0..n {
+        // The pager's hint: the node is the base version but for one leaf
+        // cell. When the base's records, sorted bytewise, hold the node's
+        // keys at the hinted positions (the table orders keys bytewise),
+        // the other cells are those records and only the changed one is
+        // compared: no search and no value comparison per cell.
+        let by_position = hint.filter(|&ch| {
+            !verify_base
+                && matches!(node, Node::Leaf(_))
+                && ch.fits_counts(n, sc.spans.len())
+                && (0..n).all(|i| match ch.base_index(i, n, sc.spans.len()) {
+                    Some(j) => {
+                        let s = sc.spans[j];
+                        (ch == LeafChange::Value(i) || s.1 == sc.lens[i])
+                            && base[s.2..s.3] == *cell::key_ident(cell_key(node, i), &mut sc.ident)
+                    }
+                    None => true,
+                })
+        });
+        if let Some(ch) = by_position {
+            for i in 0..n {
+                let Some(j) = ch.base_index(i, n, sc.spans.len()) else {
+                    sc.new.push(i);
+                    continue;
+                };
+                let (off, len, _, _, slot) = sc.spans[j];
+                let same = ch != LeafChange::Value(i)
+                    || (len == sc.lens[i]
+                        && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell));
+                if same {
+                    sc.kept[j] = true;
+                    sc.slots[i] = slot;
+                } else {
+                    sc.new.push(i);
+                }
+            }
+        }
+        for i in (0..n).filter(|_| by_position.is_none()) {
             // Paired by the bytes the page stores for the key.
             let key = cell::key_ident(cell_key(node, i), &mut sc.ident);
             let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
@@ -661,31 +701,17 @@ impl IpsFormat {
     /// tree then relocates or splits the node, \[IPS\] §3.2.2).
     fn fill_holes(ps: usize, nslots: usize, sc: &mut Scratch) -> bool {
         let lo = slot_at(ps, nslots);
-        sc.holes.clear();
-        sc.live.clear();
-        // In key order the records mostly run down the page (appended in
-        // slot order): reversed, nearly sorted by offset.
-        sc.live.extend(
-            sc.spans
-                .iter()
-                .rev()
-                .map(|&(off, len, _, _, slot)| (off, len, slot)),
+        if sc.spans.iter().any(|s| s.0 < lo) {
+            // The slot array would run into a live record.
+            return false;
+        }
+        free_gaps(
+            lo,
+            ps,
+            sc.spans.iter().map(|s| (s.0, s.0 + s.1)),
+            &mut sc.bits,
+            &mut sc.holes,
         );
-        sort_nearly_sorted_by(&mut sc.live, |a, b| a < b);
-        let mut at = lo;
-        for &(off, len, _) in &sc.live {
-            if off < lo {
-                // The slot array would run into a live record.
-                return false;
-            }
-            if off > at {
-                sc.holes.push((at, off));
-            }
-            at = at.max(off + len);
-        }
-        if at < ps {
-            sc.holes.push((at, ps));
-        }
         // First fit from the top of the page down, each record at the top
         // of its hole.
         for &i in &sc.new {
@@ -710,8 +736,16 @@ impl IpsFormat {
         sc: &mut Scratch,
     ) -> Result<bool> {
         let ps = ctx.page_size;
-        let Some(plan) =
-            self.layout(Some(pgno), !ctx.base_verified, node, base, ps, ctx.tid, sc)?
+        let Some(plan) = self.layout(
+            Some(pgno),
+            !ctx.base_verified,
+            node,
+            base,
+            ps,
+            ctx.tid,
+            ctx.leaf_change.filter(|_| ctx.base_verified),
+            sc,
+        )?
         else {
             return Ok(false);
         };
@@ -828,7 +862,16 @@ impl NodeFormat for IpsFormat {
     fn fits(&self, node: &Node, base: Option<&[u8]>, ctx: &EncodeCtx) -> bool {
         with_scratch(|sc| {
             matches!(
-                self.layout(None, false, node, base, ctx.page_size, ctx.tid, sc),
+                self.layout(
+                    None,
+                    false,
+                    node,
+                    base,
+                    ctx.page_size,
+                    ctx.tid,
+                    ctx.leaf_change.filter(|_| ctx.base_verified),
+                    sc,
+                ),
                 Ok(Some(_))
             )
         })
