@@ -21,7 +21,7 @@
 //! ```
 
 use super::{DecodeCtx, NodeFormat};
-use crate::base::pagesum;
+use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, Pgno, Result};
 use std::cell::RefCell;
 use std::thread::LocalKey;
@@ -288,6 +288,27 @@ pub(crate) fn sort_nearly_sorted_by<T>(v: &mut [T], mut less: impl FnMut(&T, &T)
             j -= 1;
         }
     }
+}
+
+/// Seal `out`, a copy of `base` changed only inside `ranges`, with its
+/// page checksum (field at `at`) patched from `base`'s instead of summed
+/// again: a base whose checksum failed leaves a page whose checksum fails
+/// (C5). Summed when a range cannot be patched.
+pub(crate) fn seal_patched(
+    pgno: Pgno,
+    base: &[u8],
+    out: &mut [u8],
+    at: usize,
+    ranges: &[(usize, usize)],
+) {
+    let skip = (at, at + SUM_LEN);
+    let sum = pagesum::patch(pagesum::stored(base, at), base, out, ranges, skip)
+        .unwrap_or_else(|| pagesum::page_sum(pgno, out, at));
+    debug_assert!(
+        !pagesum::verify(pgno, base, at) || sum == pagesum::page_sum(pgno, out, at),
+        "patched page checksum, page {pgno}"
+    );
+    out[at..at + SUM_LEN].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// The gaps of `[from, end)` that no run of `used` covers, ascending, into

@@ -43,9 +43,9 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, snapshot_too_old,
-    sort_nearly_sorted_by, verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat,
-    VersionState,
+    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, seal_patched,
+    snapshot_too_old, sort_nearly_sorted_by, verify_tree_page, with_local, write_envelope,
+    CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
@@ -833,15 +833,7 @@ impl IpsFormat {
                     ranges[2 + 2 * k] = (at, at + sc.lens[i]);
                     ranges[3 + 2 * k] = (s, s + 2);
                 }
-                let skip = (PAGE_SUM_AT, PAGE_SUM_AT + SUM_LEN);
-                let sum = pagesum::patch(pagesum::stored(b, PAGE_SUM_AT), b, out, &ranges, skip)
-                    .unwrap_or_else(|| pagesum::page_sum(pgno, out, PAGE_SUM_AT));
-                debug_assert!(
-                    !pagesum::verify(pgno, b, PAGE_SUM_AT)
-                        || sum == pagesum::page_sum(pgno, out, PAGE_SUM_AT),
-                    "patched page checksum, page {pgno}"
-                );
-                out[PAGE_SUM_AT..PAGE_SUM_AT + SUM_LEN].copy_from_slice(&sum.to_be_bytes());
+                seal_patched(pgno, b, out, PAGE_SUM_AT, &ranges);
             }
             None => pagesum::seal(pgno, out, PAGE_SUM_AT),
         }
