@@ -407,13 +407,43 @@ enum Fate {
     Drop,
 }
 
+/// How many root stubs, up to two, the next writer of a version can place
+/// as [`MvbtFormat::layout`] would: each stub's cell in a hole between
+/// the version's members or in the gap above its slot array, its slot
+/// among the version's free slot entries or, past them, growing the slot
+/// array into the gap. Free bytes in holes too small for a stub do not
+/// count. `used`: the members' byte ranges (sorted here); `members` of
+/// the version's `nslots` slots are taken.
+fn stub_room(ps: usize, nslots: usize, members: usize, used: &mut [(usize, usize)]) -> usize {
+    const CELL: usize = STUB - 2;
+    used.sort_unstable();
+    let lowest = used.first().map_or(ps, |r| r.0);
+    let gap = lowest.saturating_sub(slot_at(ps, nslots));
+    let mut in_holes = 0;
+    let mut at = lowest;
+    for &(s, e) in used.iter() {
+        in_holes += s.saturating_sub(at) / CELL;
+        at = at.max(e);
+    }
+    in_holes += ps.saturating_sub(at) / CELL;
+    let free_slots = nslots.saturating_sub(members);
+    (0..=2)
+        .rev()
+        .find(|&k| {
+            let in_gap = k - in_holes.min(k);
+            let new_slots = k.saturating_sub(free_slots);
+            members + k <= max_slots(ps) && gap >= in_gap * CELL + 2 * new_slots
+        })
+        .unwrap_or(0)
+}
+
 /// Where a new version goes ([`MvbtFormat::layout`]).
 struct Plan {
     /// GC horizon of the new version.
     horizon: u64,
-    /// Bytes the next writer finds free (not held by the new version's
-    /// members or slots), fragmented or not.
-    next_free: usize,
+    /// Root stubs (up to two) the next writer can place over the new
+    /// version ([`stub_room`]).
+    next_stubs: usize,
     /// The committed version written over (`None`: a fresh page).
     base: Option<Version>,
     /// Header the new version takes.
@@ -653,11 +683,15 @@ impl MvbtFormat {
     ///
     /// The root's last resort (an interior node with only its rightmost
     /// child) also collects, when the page would otherwise leave its next
-    /// writer less than two stubs of room, every cell that ended before T,
-    /// also those open readers still need: the fixed root cannot move, and
-    /// readers holding the horizon back must not fill it for good. The
-    /// version then records the higher horizon, and a reader of an older
-    /// snapshot gets "snapshot too old" (a retryable conflict) from it.
+    /// writer room for fewer than two stubs ([`stub_room`]: a stub needs
+    /// its cell's bytes in one piece and a slot, so free bytes alone do
+    /// not tell), every cell that ended before T, also those open readers
+    /// still need: the fixed root cannot move, and readers holding the
+    /// horizon back must not fill it for good. Dropped cells free their
+    /// bytes only for the next writer (the base still names them), so the
+    /// decision is made one write ahead. The version then records the
+    /// higher horizon, and a reader of an older snapshot gets "snapshot
+    /// too old" (a retryable conflict) from it.
     fn layout(
         &self,
         pgno: Option<Pgno>,
@@ -670,7 +704,7 @@ impl MvbtFormat {
         let last_resort = matches!(node, Node::Interior { cells, .. } if cells.is_empty());
         let forced = ctx.tid.saturating_sub(1);
         match plan {
-            Some(p) if last_resort && p.next_free < 2 * STUB && ctx.horizon < forced => {
+            Some(p) if last_resort && p.next_stubs < 2 && ctx.horizon < forced => {
                 self.plan(pgno, node, base, ctx, forced, sc)
             }
             p => Ok(p),
@@ -870,20 +904,20 @@ impl MvbtFormat {
         if gap_hi - lo < reserve || max - members < slots_needed {
             return Ok(None);
         }
-        // What the next writer finds free: the page less the new
-        // version's slot array and members.
-        let held: usize = sc
-            .spans
-            .iter()
-            .zip(&sc.fate)
-            .filter(|(_, f)| **f != Fate::Drop)
-            .map(|(sp, _)| sp.len)
-            .chain(sc.new.iter().map(|&(i, _, _)| sc.lens[i]))
-            .sum();
-        let next_free = (ps - slot_at(ps, nslots)).saturating_sub(held);
+        // What the next writer can place: its base is the new version.
+        sc.used.clear();
+        sc.used.extend(
+            sc.spans
+                .iter()
+                .zip(&sc.fate)
+                .filter(|(_, f)| **f != Fate::Drop)
+                .map(|(sp, _)| (sp.off, sp.off + sp.len))
+                .chain(sc.new.iter().map(|&(i, _, off)| (off, off + sc.lens[i]))),
+        );
+        let next_stubs = stub_room(ps, nslots, members, &mut sc.used);
         Ok(Some(Plan {
             horizon: b.map_or(0, |(h, _)| h.horizon).max(horizon),
-            next_free,
+            next_stubs,
             base: b.map(|(h, _)| h),
             w: b.map_or(0, |(h, _)| 1 - h.v),
             nslots,
@@ -1594,6 +1628,99 @@ mod tests {
                 right: 3,
             };
             assert!(f.fits(&stub, page.as_deref(), &ectx(100)));
+        }
+    }
+
+    /// The fixed root under readers that hold its old versions: separators
+    /// come and go, a node that does not fit is pushed down (or the root
+    /// moves), and the stub written instead must always fit. It did not
+    /// when the last resort counted the free bytes, which lay in holes
+    /// too small for a stub beside a gap too small for a stub and a new
+    /// slot (two last resorts in a row under a reader).
+    #[test]
+    fn the_root_stub_fits_while_old_readers_hold_its_dead_cells() {
+        for ps in [512, 1024] {
+            for f in [MvbtFormat::MVBT, MvbtFormat::LAZY] {
+                for seed in 1..=40 {
+                    root_under_readers(f, ps, seed);
+                }
+            }
+        }
+    }
+
+    fn root_under_readers(f: MvbtFormat, ps: usize, seed: u64) {
+        let mut x = seed;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let d = |s| DecodeCtx {
+            page_size: ps,
+            ..dctx(s)
+        };
+        let first = leaf(&[("a", 4)]);
+        let mut page = vec![0u8; ps];
+        f.encode(7, &first, None, &EncodeCtx::new(ps, 1, true), &mut page)
+            .unwrap();
+        // The node each TID wrote (index: TID - 1).
+        let mut written = vec![first];
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut reader = 1;
+        for tid in 2..300u64 {
+            for _ in 0..1 + rnd(4) {
+                if keys.is_empty() || rnd(3) != 0 {
+                    let len = 1 + rnd(9);
+                    keys.push((0..len).map(|_| b'a' + rnd(26) as u8).collect());
+                } else {
+                    keys.remove(rnd(keys.len() as u64) as usize);
+                }
+            }
+            keys.sort();
+            keys.dedup();
+            // A reader opens now and then and stays a while.
+            if rnd(20) == 0 {
+                reader = tid - 1;
+            }
+            let mut ctx = EncodeCtx::new(ps, tid, true);
+            ctx.horizon = reader;
+            let cells = keys.iter().map(|k| InteriorCell {
+                key: k.as_slice().into(),
+                child: 100 + rnd(4) as Pgno,
+            });
+            let mut node = Node::Interior {
+                cells: cells.collect(),
+                right: 99,
+            };
+            let mut out = vec![0u8; ps];
+            if rnd(8) == 0
+                || !f
+                    .encode_if_fits(7, &node, Some(&page), &ctx, &mut out)
+                    .unwrap()
+            {
+                // Pushed down (or a moved root): the stub must fit.
+                node = Node::Interior {
+                    cells: Vec::new(),
+                    right: tid as Pgno,
+                };
+                let fits = f.encode_if_fits(7, &node, Some(&page), &ctx, &mut out);
+                assert!(
+                    fits.unwrap(),
+                    "{f:?} ps {ps} seed {seed} TID {tid}: no room for the stub"
+                );
+                keys.clear();
+            }
+            page = out;
+            written.push(node);
+            // Each snapshot reads its node or, below a forced collection,
+            // is told it is too old.
+            for s in [reader, tid - 1, tid] {
+                match f.decode(7, &page, &d(s)) {
+                    Ok(n) => assert_eq!(n, written[s as usize - 1], "snapshot {s}"),
+                    Err(e) => assert!(e.is_retryable() && s < tid, "snapshot {s}: {e}"),
+                }
+            }
         }
     }
 }
