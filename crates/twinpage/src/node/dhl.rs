@@ -753,8 +753,9 @@ impl DhlFormat {
             gap.1 -= lens[i];
             offsets[i] = gap.1;
         }
-        // A changed value of the same length, every other cell shared.
-        let patch = match by_position {
+        // A changed value of the same length, every other cell shared
+        // (encode only: `fits` writes no checksum).
+        let patch = match by_position.filter(|_| pgno.is_some()) {
             Some(LeafChange::Value(j))
                 if n == spans.len() && spans[j].1 == lens[j] && new.iter().all(|&i| i == j) =>
             {

@@ -618,24 +618,25 @@ impl IpsFormat {
                     sc.new.push(i);
                 }
             }
-        }
-        for i in (0..n).filter(|_| by_position.is_none()) {
-            // Paired by the bytes the page stores for the key.
-            let key = cell::key_ident(cell_key(node, i), &mut sc.ident);
-            let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
-                Ok(j) => {
-                    let (off, len, _, _, slot) = sc.spans[j];
-                    let same = len == sc.lens[i]
-                        && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell);
-                    // Only ever set: each base record is one cell's.
-                    sc.kept[j] |= same;
-                    same.then_some(slot)
+        } else {
+            for i in 0..n {
+                // Paired by the bytes the page stores for the key.
+                let key = cell::key_ident(cell_key(node, i), &mut sc.ident);
+                let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
+                    Ok(j) => {
+                        let (off, len, _, _, slot) = sc.spans[j];
+                        let same = len == sc.lens[i]
+                            && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell);
+                        // Only ever set: each base record is one cell's.
+                        sc.kept[j] |= same;
+                        same.then_some(slot)
+                    }
+                    Err(_) => None,
+                };
+                match same {
+                    Some(slot) => sc.slots[i] = slot,
+                    None => sc.new.push(i),
                 }
-                Err(_) => None,
-            };
-            match same {
-                Some(slot) => sc.slots[i] = slot,
-                None => sc.new.push(i),
             }
         }
         // Deleted and replaced records get their tombstones.

@@ -52,7 +52,7 @@
 
 use super::cell::{self, Reader};
 use super::inpage::{
-    check_envelope, check_free_page, invalidate_envelope, raw_tid, snapshot_too_old,
+    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, snapshot_too_old,
     verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
@@ -412,20 +412,26 @@ enum Fate {
 /// the version's members or in the gap above its slot array, its slot
 /// among the version's free slot entries or, past them, growing the slot
 /// array into the gap. Free bytes in holes too small for a stub do not
-/// count. `used`: the members' byte ranges (sorted here); `members` of
-/// the version's `nslots` slots are taken.
-fn stub_room(ps: usize, nslots: usize, members: usize, used: &mut [(usize, usize)]) -> usize {
+/// count. `used`: the members' byte ranges; `members` of the version's
+/// `nslots` slots are taken; `bits` and `gaps` are scratch.
+fn stub_room(
+    ps: usize,
+    nslots: usize,
+    members: usize,
+    used: impl Iterator<Item = (usize, usize)>,
+    bits: &mut Vec<u64>,
+    gaps: &mut Vec<(usize, usize)>,
+) -> usize {
     const CELL: usize = STUB - 2;
-    used.sort_unstable();
-    let lowest = used.first().map_or(ps, |r| r.0);
-    let gap = lowest.saturating_sub(slot_at(ps, nslots));
-    let mut in_holes = 0;
-    let mut at = lowest;
-    for &(s, e) in used.iter() {
-        in_holes += s.saturating_sub(at) / CELL;
-        at = at.max(e);
-    }
-    in_holes += ps.saturating_sub(at) / CELL;
+    let from = slot_at(ps, nslots);
+    free_gaps(from, ps, used, bits, gaps);
+    // The first free run, if it starts at the slot array, is the gap the
+    // array may grow into; the others are holes between members.
+    let (gap, holes) = match gaps.split_first() {
+        Some((&(s, e), rest)) if s == from => (e - s, rest),
+        _ => (0, &gaps[..]),
+    };
+    let in_holes: usize = holes.iter().map(|&(s, e)| (e - s) / CELL).sum();
     let free_slots = nslots.saturating_sub(members);
     (0..=2)
         .rev()
@@ -471,6 +477,9 @@ struct Scratch {
     holes: Vec<(usize, usize)>,
     /// Occupied byte ranges of the base's members.
     used: Vec<(usize, usize)>,
+    /// [`stub_room`]'s scratch: one bit per page byte, and the free runs.
+    bits: Vec<u64>,
+    gaps: Vec<(usize, usize)>,
     /// Members of the new version: (slot, offset, length).
     members: Vec<(usize, usize, usize)>,
     /// One cell body.
@@ -905,16 +914,19 @@ impl MvbtFormat {
             return Ok(None);
         }
         // What the next writer can place: its base is the new version.
-        sc.used.clear();
-        sc.used.extend(
+        let next_stubs = stub_room(
+            ps,
+            nslots,
+            members,
             sc.spans
                 .iter()
                 .zip(&sc.fate)
                 .filter(|(_, f)| **f != Fate::Drop)
                 .map(|(sp, _)| (sp.off, sp.off + sp.len))
                 .chain(sc.new.iter().map(|&(i, _, off)| (off, off + sc.lens[i]))),
+            &mut sc.bits,
+            &mut sc.gaps,
         );
-        let next_stubs = stub_room(ps, nslots, members, &mut sc.used);
         Ok(Some(Plan {
             horizon: b.map_or(0, |(h, _)| h.horizon).max(horizon),
             next_stubs,
