@@ -186,6 +186,24 @@ impl Bytes {
         matches!(&self.0, Repr::Chained { buf, total, .. } if buf.len() != *total as usize)
     }
 
+    /// Number of bytes, from the representation alone: formats size every
+    /// cell of a node with it, and building the slice costs a bounds check.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Repr::Inline { len, .. } => usize::from(*len),
+            // The constructors keep `start <= end <= buf.len()`.
+            Repr::Slice { start, end, .. } => (*end - *start) as usize,
+            Repr::Whole(buf) | Repr::Chained { buf, .. } => buf.len(),
+        }
+    }
+
+    /// No bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {

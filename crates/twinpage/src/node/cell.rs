@@ -52,13 +52,9 @@ pub(crate) const FLAG_KEY_CHAIN: u8 = 2;
 pub(crate) const INTERIOR_KEY_CHAIN: [u8; 2] = [0x80, 0x00];
 
 /// Bytes of a LEB128 varint.
-pub(crate) fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
+pub(crate) fn varint_len(v: u64) -> usize {
+    // Seven bits a byte, at least one byte.
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 fn put_varint(out: &mut [u8], mut pos: usize, mut v: u64) -> usize {
@@ -118,7 +114,11 @@ pub(crate) fn leaf_len(c: &LeafCell) -> usize {
         Value::Inline(v) => (v.len() as u64, v.len()),
         Value::Overflow { len, .. } => (*len, 4),
     };
-    1 + varint_len(key_total(&c.key)) + varint_len(vlen) + key_body_len(&c.key) + body
+    let key = match c.key.chain() {
+        None => varint_len(c.key.len() as u64) + c.key.len(),
+        Some(ch) => varint_len(ch.total as u64) + varint_len(ch.local as u64) + ch.local + 4,
+    };
+    1 + key + varint_len(vlen) + body
 }
 
 /// Encoded size of an interior cell (without its offset entry).
@@ -633,6 +633,22 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varint_len_is_what_put_varint_writes() {
+        let mut buf = [0u8; 10];
+        for shift in 0..64 {
+            for v in [
+                1u64 << shift,
+                (1u64 << shift) - 1,
+                (1u64 << shift) + 1,
+                u64::MAX >> shift,
+            ] {
+                assert_eq!(varint_len(v), put_varint(&mut buf, 0, v), "{v}");
+            }
+        }
+        assert_eq!(varint_len(0), 1);
+    }
 
     /// Cells whose lengths take one, two and three varint bytes decode the
     /// same whichever path reads them, shared or copied, and a cell cut

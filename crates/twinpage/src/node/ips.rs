@@ -258,9 +258,22 @@ fn select(vs: &[Option<Version>; 2], f: usize, s: u64) -> Option<Version> {
 /// A live record of a version: (offset, length, key start, key end, slot).
 type Span = (usize, usize, usize, usize, usize);
 
+/// How [`parse`] lists a version's records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parse {
+    /// Sorted by key, with the version's checksum computed from the page.
+    Verify,
+    /// Sorted by key, not summed: the caller has the version vouched for.
+    Sorted,
+    /// In slot order, neither summed nor sorted (nor checked for two
+    /// records with one key): a version verified since it was read.
+    Slots,
+}
+
 /// Parse version `h`: every live record is checked against the page and
-/// listed in `out` sorted by key in `order` (two records with one key are
-/// corruption). Returns the version's checksum as computed from the page.
+/// listed in `out`, sorted by key in `order` (two records with one key are
+/// corruption) unless `how` is [`Parse::Slots`]. Returns the version's
+/// checksum as computed from the page under [`Parse::Verify`], else 0.
 fn parse(
     pgno: Pgno,
     page: &[u8],
@@ -268,7 +281,9 @@ fn parse(
     max_key: usize,
     order: &dyn KeyOrder,
     out: &mut Vec<Span>,
+    how: Parse,
 ) -> Result<u32> {
+    let sum = how == Parse::Verify;
     let ps = page.len();
     out.clear();
     let bad = |what: String| corrupt(pgno, format!("version {} (TID {}): {what}", h.v, h.tid));
@@ -291,11 +306,13 @@ fn parse(
         )));
     }
     let mut crc = CrcGather::new();
-    crc.put(&pgno.to_be_bytes());
-    let hb = h.v * HDR_LEN;
-    crc.put(&page[hb..hb + HDR_SUMMED]);
-    let tb = tb_at(ps, h.v);
-    crc.put(&page[tb..tb + tb_len(ps)]);
+    if sum {
+        crc.put(&pgno.to_be_bytes());
+        let hb = h.v * HDR_LEN;
+        crc.put(&page[hb..hb + HDR_SUMMED]);
+        let tb = tb_at(ps, h.v);
+        crc.put(&page[tb..tb + tb_len(ps)]);
+    }
     out.reserve(h.live);
     for i in 0..h.nslots {
         if tombstoned(page, ps, h.v, i) {
@@ -315,8 +332,10 @@ fn parse(
         };
         // The key is a slice of `page`: its position, not a copy.
         let ks = key.as_ptr() as usize - page.as_ptr() as usize;
-        crc.put(&page[slot_at(ps, i)..slot_at(ps, i) + 2]);
-        crc.put(&page[off..r.pos]);
+        if sum {
+            crc.put(&page[slot_at(ps, i)..slot_at(ps, i) + 2]);
+            crc.put(&page[off..r.pos]);
+        }
         out.push((off, r.pos - off, ks, ks + key.len(), i));
     }
     // Bits past numSlots must be clear: a later writer inherits them.
@@ -329,6 +348,9 @@ fn parse(
             out.len(),
             h.live
         )));
+    }
+    if how == Parse::Slots {
+        return Ok(0);
     }
     // An overflowing key's identity is not the key: the table's order
     // cannot compare it. Such a version is listed in bytewise order of the
@@ -355,7 +377,7 @@ fn parse(
     {
         return Err(bad("two live records with the same key".into()));
     }
-    Ok(crc.finish())
+    Ok(if sum { crc.finish() } else { 0 })
 }
 
 /// [`parse`] and compare with the stored checksum.
@@ -367,7 +389,7 @@ fn verify(
     order: &dyn KeyOrder,
     out: &mut Vec<Span>,
 ) -> Result<()> {
-    if parse(pgno, page, h, max_key, order, out)? != h.crc {
+    if parse(pgno, page, h, max_key, order, out, Parse::Verify)? != h.crc {
         return Err(corrupt(
             pgno,
             format!(
@@ -479,14 +501,29 @@ impl IpsFormat {
                 ),
             ));
         };
+        // An intact page checksum vouches for both versions (C5): the
+        // visible one is then only parsed, not summed again.
+        let page_ok = pagesum::verify(pgno, page, PAGE_SUM_AT);
         with_scratch(|sc| {
-            // Every valid version checks out: damage to the visible
-            // version's TID becomes an error instead of a silent fallback
-            // to the older one.
-            if let Some(o) = vs[1 - h.v].filter(|o| o.valid()) {
-                verify(pgno, page, &o, max_key, ctx.order, &mut sc.other)?;
+            if page_ok {
+                parse(
+                    pgno,
+                    page,
+                    &h,
+                    max_key,
+                    ctx.order,
+                    &mut sc.spans,
+                    Parse::Sorted,
+                )?;
+            } else {
+                // Every valid version checks out: damage to the visible
+                // version's TID becomes an error instead of a silent
+                // fallback to the older one.
+                if let Some(o) = vs[1 - h.v].filter(|o| o.valid()) {
+                    verify(pgno, page, &o, max_key, ctx.order, &mut sc.other)?;
+                }
+                verify(pgno, page, &h, max_key, ctx.order, &mut sc.spans)?;
             }
-            verify(pgno, page, &h, max_key, ctx.order, &mut sc.spans)?;
             if h.kind == LEAF {
                 let mut out: Vec<LeafCell> = Vec::with_capacity(sc.spans.len());
                 for &(off, _, _, _, slot) in &sc.spans {
@@ -548,11 +585,11 @@ impl IpsFormat {
     ) -> Result<Option<Plan>> {
         let n = node.len();
         sc.lens.clear();
-        sc.lens.extend((0..n).map(|i| cell_len(node, i)));
         sc.new.clear();
         sc.tomb.clear();
         sc.slots.clear();
         let Some(base) = base else {
+            sc.lens.extend((0..n).map(|i| cell_len(node, i)));
             // A page this transaction allocated: pack the records at the end.
             let total: usize = sc.lens.iter().sum();
             if n > max_slots(ps) || slot_at(ps, n) + total > ps {
@@ -573,71 +610,14 @@ impl IpsFormat {
         }
         let b = Self::base_version(at, base, tid)?;
         let max_key = self.max_key_len(ps);
-        // The base's records sorted bytewise: each key of the node (which
-        // ascends in its table's order, not known here) is looked up.
-        if verify_base {
-            verify(at, base, &b, max_key, &BYTEWISE, &mut sc.spans)?;
-        } else {
-            parse(at, base, &b, max_key, &BYTEWISE, &mut sc.spans)?;
-        }
-        sc.kept.clear();
-        sc.kept.resize(sc.spans.len(), false);
         sc.slots.resize(n, usize::MAX);
-        // The pager's hint: the node is the base version but for one leaf
-        // cell. When the base's records, sorted bytewise, hold the node's
-        // keys at the hinted positions (the table orders keys bytewise),
-        // the other cells are those records and only the changed one is
-        // compared: no search and no value comparison per cell.
-        let by_position = hint.filter(|&ch| {
-            !verify_base
-                && matches!(node, Node::Leaf(_))
-                && ch.fits_counts(n, sc.spans.len())
-                && (0..n).all(|i| match ch.base_index(i, n, sc.spans.len()) {
-                    Some(j) => {
-                        let s = sc.spans[j];
-                        (ch == LeafChange::Value(i) || s.1 == sc.lens[i])
-                            && base[s.2..s.3] == *cell::key_ident(cell_key(node, i), &mut sc.ident)
-                    }
-                    None => true,
-                })
-        });
-        if let Some(ch) = by_position {
-            for i in 0..n {
-                let Some(j) = ch.base_index(i, n, sc.spans.len()) else {
-                    sc.new.push(i);
-                    continue;
-                };
-                let (off, len, _, _, slot) = sc.spans[j];
-                let same = ch != LeafChange::Value(i)
-                    || (len == sc.lens[i]
-                        && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell));
-                if same {
-                    sc.kept[j] = true;
-                    sc.slots[i] = slot;
-                } else {
-                    sc.new.push(i);
-                }
-            }
-        } else {
-            for i in 0..n {
-                // Paired by the bytes the page stores for the key.
-                let key = cell::key_ident(cell_key(node, i), &mut sc.ident);
-                let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
-                    Ok(j) => {
-                        let (off, len, _, _, slot) = sc.spans[j];
-                        let same = len == sc.lens[i]
-                            && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell);
-                        // Only ever set: each base record is one cell's.
-                        sc.kept[j] |= same;
-                        same.then_some(slot)
-                    }
-                    Err(_) => None,
-                };
-                match same {
-                    Some(slot) => sc.slots[i] = slot,
-                    None => sc.new.push(i),
-                }
-            }
+        let hint = hint.filter(|_| !verify_base && matches!(node, Node::Leaf(_)));
+        let paired = match hint {
+            Some(ch) => Self::pair_changed(at, node, base, &b, ch, max_key, sc)?,
+            None => false,
+        };
+        if !paired {
+            self.pair_all(at, verify_base, node, base, &b, hint, max_key, sc)?;
         }
         // Deleted and replaced records get their tombstones.
         sc.tomb.extend(
@@ -693,6 +673,161 @@ impl IpsFormat {
             nslots,
             free,
         }))
+    }
+
+    /// The pager's hint for a one-value update or an insert over a base
+    /// verified since it was read: the node is the base version but for
+    /// cell `i`, so every other live record stays and only the record
+    /// with `i`'s key (if any) is compared, found by a scan of the records
+    /// in slot order: no sort, and no length of the other cells. Fills
+    /// `spans` (slot order), `kept`, `new` and the length of `i`; false
+    /// when the hint does not apply (a removal, counts that disagree, an
+    /// insert whose key is there): the caller pairs every cell.
+    #[allow(clippy::too_many_arguments)]
+    fn pair_changed(
+        at: Pgno,
+        node: &Node,
+        base: &[u8],
+        b: &Version,
+        ch: LeafChange,
+        max_key: usize,
+        sc: &mut Scratch,
+    ) -> Result<bool> {
+        let n = node.len();
+        let (i, inserted) = match ch {
+            LeafChange::Value(i) => (i, false),
+            LeafChange::Inserted(i) => (i, true),
+            LeafChange::Removed(_) => return Ok(false),
+        };
+        if b.kind != LEAF || !ch.fits_counts(n, b.live) {
+            return Ok(false);
+        }
+        parse(at, base, b, max_key, &BYTEWISE, &mut sc.spans, Parse::Slots)?;
+        let key = cell::key_ident(cell_key(node, i), &mut sc.ident);
+        let found = sc.spans.iter().position(|s| base[s.2..s.3] == *key);
+        if found.is_some() == inserted {
+            return Ok(false);
+        }
+        sc.kept.clear();
+        sc.kept.resize(sc.spans.len(), true);
+        sc.lens.clear();
+        sc.lens.resize(n, 0);
+        sc.lens[i] = cell_len(node, i);
+        match found {
+            Some(j) => {
+                let (off, len, ..) = sc.spans[j];
+                if !(len == sc.lens[i]
+                    && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell))
+                {
+                    sc.kept[j] = false;
+                    sc.new.push(i);
+                }
+            }
+            None => sc.new.push(i),
+        }
+        debug_assert!(
+            (0..n).filter(|&k| k != i).all(|k| {
+                let mut id = Vec::new();
+                let key = cell::key_ident(cell_key(node, k), &mut id);
+                sc.spans.iter().any(|s| base[s.2..s.3] == *key)
+            }),
+            "page {at}: the hint's node has a key the base version lacks"
+        );
+        Ok(true)
+    }
+
+    /// Pair every cell of `node` with the base's live records (sorted
+    /// bytewise): fills `spans`, `kept`, `lens`, `new` and the slots of
+    /// the kept cells.
+    #[allow(clippy::too_many_arguments)]
+    fn pair_all(
+        &self,
+        at: Pgno,
+        verify_base: bool,
+        node: &Node,
+        base: &[u8],
+        b: &Version,
+        hint: Option<LeafChange>,
+        max_key: usize,
+        sc: &mut Scratch,
+    ) -> Result<()> {
+        let n = node.len();
+        sc.lens.clear();
+        sc.lens.extend((0..n).map(|i| cell_len(node, i)));
+        // The base's records sorted bytewise: each key of the node (which
+        // ascends in its table's order, not known here) is looked up.
+        if verify_base {
+            verify(at, base, b, max_key, &BYTEWISE, &mut sc.spans)?;
+        } else {
+            // Verified since it was read: its records, not its sum.
+            parse(
+                at,
+                base,
+                b,
+                max_key,
+                &BYTEWISE,
+                &mut sc.spans,
+                Parse::Sorted,
+            )?;
+        }
+        sc.kept.clear();
+        sc.kept.resize(sc.spans.len(), false);
+        // The pager's hint (a removal): the node is the base version but
+        // for one leaf cell. When the base's records, sorted bytewise,
+        // hold the node's keys at the hinted positions (the table orders
+        // keys bytewise), the other cells are those records and only the
+        // changed one is compared: no search and no value comparison per
+        // cell.
+        let by_position = hint.filter(|&ch| {
+            ch.fits_counts(n, sc.spans.len())
+                && (0..n).all(|i| match ch.base_index(i, n, sc.spans.len()) {
+                    Some(j) => {
+                        let s = sc.spans[j];
+                        (ch == LeafChange::Value(i) || s.1 == sc.lens[i])
+                            && base[s.2..s.3] == *cell::key_ident(cell_key(node, i), &mut sc.ident)
+                    }
+                    None => true,
+                })
+        });
+        if let Some(ch) = by_position {
+            for i in 0..n {
+                let Some(j) = ch.base_index(i, n, sc.spans.len()) else {
+                    sc.new.push(i);
+                    continue;
+                };
+                let (off, len, _, _, slot) = sc.spans[j];
+                let same = ch != LeafChange::Value(i)
+                    || (len == sc.lens[i]
+                        && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell));
+                if same {
+                    sc.kept[j] = true;
+                    sc.slots[i] = slot;
+                } else {
+                    sc.new.push(i);
+                }
+            }
+        } else {
+            for i in 0..n {
+                // Paired by the bytes the page stores for the key.
+                let key = cell::key_ident(cell_key(node, i), &mut sc.ident);
+                let same = match sc.spans.binary_search_by(|s| base[s.2..s.3].cmp(key)) {
+                    Ok(j) => {
+                        let (off, len, _, _, slot) = sc.spans[j];
+                        let same = len == sc.lens[i]
+                            && cell::node_cell_matches(node, i, base, (off, len), &mut sc.cell);
+                        // Only ever set: each base record is one cell's.
+                        sc.kept[j] |= same;
+                        same.then_some(slot)
+                    }
+                    Err(_) => None,
+                };
+                match same {
+                    Some(slot) => sc.slots[i] = slot,
+                    None => sc.new.push(i),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// In-page garbage collection, beyond the paper (docs/modes/ips.md §5):
@@ -803,10 +938,15 @@ impl IpsFormat {
         };
         write_header(out, &h);
         out[FLIP_AT..TB_AT].copy_from_slice(&[plan.v as u8, 0, 0, 0]);
-        // The checksum of what was just placed: live records in slot order.
-        for (i, &slot) in sc.slots.iter().enumerate() {
-            let off = be16(out, slot_at(ps, slot));
-            sc.live.push((slot, off, sc.lens[i]));
+        // The checksum of what was just placed: live records in slot order,
+        // the base's kept ones and the new ones.
+        if plan.base.is_some() {
+            for (s, _) in sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| k) {
+                sc.live.push((s.4, s.0, s.1));
+            }
+        }
+        for (&i, &at) in sc.new.iter().zip(&sc.place) {
+            sc.live.push((sc.slots[i], at, sc.lens[i]));
         }
         // Key order is mostly slot order (records are appended).
         sort_nearly_sorted_by(&mut sc.live, |a, b| a < b);
@@ -1081,7 +1221,17 @@ impl InPageFormat for IpsFormat {
         h.page_count = rec.page_count;
         write_header(page, &h);
         let max_key = self.max_key_len(page.len());
-        h.crc = with_scratch(|sc| parse(pgno, page, &h, max_key, &BYTEWISE, &mut sc.other))?;
+        h.crc = with_scratch(|sc| {
+            parse(
+                pgno,
+                page,
+                &h,
+                max_key,
+                &BYTEWISE,
+                &mut sc.other,
+                Parse::Verify,
+            )
+        })?;
         write_header(page, &h);
         pagesum::seal(pgno, page, PAGE_SUM_AT);
         Ok(true)
