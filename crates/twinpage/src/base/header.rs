@@ -176,6 +176,17 @@ pub fn seal_page1(page: &mut [u8]) {
     page[PAGE1_SUM_AT..PAGE1_SUM_AT + 4].copy_from_slice(&s.to_be_bytes());
 }
 
+/// [`seal_page1`] for a page 1 that is zero past the mode's fields (the
+/// in-page modes write nothing else there): the zeros are not read.
+pub fn seal_page1_zero_tail(page: &mut [u8]) {
+    let tail = MODE_FIELDS_AT + MODE_FIELDS_LEN;
+    debug_assert!(page[tail..].iter().all(|&b| b == 0), "page 1 tail not zero");
+    let c = crc32c::crc32c(&1u32.to_be_bytes());
+    let c = crc32c::crc32c_append(c, &page[..PAGE1_SUM_AT]);
+    let s = super::pagesum::append_zeros(c, page.len() - tail);
+    page[PAGE1_SUM_AT..PAGE1_SUM_AT + 4].copy_from_slice(&s.to_be_bytes());
+}
+
 /// Check a complete page 1 read from storage (the header's own checksum
 /// was checked by [`Header::read_from`]; this covers the mode tail).
 pub fn verify_page1(page: &[u8], file: &str) -> Result<()> {
@@ -197,6 +208,21 @@ pub fn valid_page_size(ps: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_tail_seals_as_the_whole_page_does() {
+        for ps in [512usize, 4096, 65536] {
+            let mut a = vec![0u8; ps];
+            a[..HEADER_LEN + 10]
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b = i as u8);
+            let mut b = a.clone();
+            seal_page1(&mut a);
+            seal_page1_zero_tail(&mut b);
+            assert_eq!(a, b, "{ps}");
+        }
+    }
 
     #[test]
     fn write_over_patches_the_page_checksum() {

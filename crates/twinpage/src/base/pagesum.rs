@@ -237,6 +237,13 @@ fn shift(v: u32, n: usize) -> u32 {
     }
 }
 
+/// `crc32c_append(crc, &[0; n])` without reading `n` zero bytes: a page
+/// whose tail is zero by construction (page 1 of the in-page modes) is
+/// summed over the bytes written only.
+pub fn append_zeros(crc: u32, n: usize) -> u32 {
+    !shift(!crc, n)
+}
+
 /// [`shift`] through the zero-byte operators of the powers of two.
 fn shift_by_steps(mut v: u32, mut n: usize) -> u32 {
     let t = shift_tables();
@@ -273,6 +280,20 @@ pub fn is_zero(page: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn appending_zeros_is_summing_them() {
+        let zeros = vec![0u8; 70_000];
+        for crc in [0u32, 1, 0xdead_beef, !0] {
+            for n in [0usize, 1, 7, 64, 4016, 8192, 8193, 65_456, 70_000] {
+                assert_eq!(
+                    append_zeros(crc, n),
+                    crc32c::crc32c_append(crc, &zeros[..n]),
+                    "{crc:#x} {n}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn detects_flips_and_misplacement() {

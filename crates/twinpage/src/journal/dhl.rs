@@ -24,7 +24,7 @@
 
 use super::group::GroupCommit;
 use super::{CommitSet, CommitTicket, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
-use crate::base::header::seal_page1;
+use crate::base::header::seal_page1_zero_tail;
 use crate::base::pgmap::PgnoSet;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
@@ -394,7 +394,8 @@ impl<F: InPageFormat> DhlJournal<F> {
         p.fill(0);
         h.write_to(p);
         write_tail(p, tail, h.fcc);
-        seal_page1(p);
+        // Header and tail only: the rest of the page is the zeros above.
+        seal_page1_zero_tail(p);
     }
 
     /// Before the first page of a session is written, clear the
