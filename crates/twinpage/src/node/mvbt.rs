@@ -52,11 +52,13 @@
 
 use super::cell::{self, Reader};
 use super::inpage::{
-    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, snapshot_too_old,
-    verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat, VersionState,
+    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, seal_patched,
+    snapshot_too_old, verify_tree_page, with_local, write_envelope, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
-use super::{Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, Node, NodeFormat};
+use super::{
+    Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat, Value,
+};
 use crate::base::pagesum;
 use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
 use std::cell::RefCell;
@@ -87,6 +89,41 @@ const END_AT: usize = 9;
 /// A +∞ interior cell and its slot: the root's last resort (an interior
 /// node with only its rightmost child). Every page keeps room for two.
 pub const STUB: usize = PREFIX + 1 + 4 + 2;
+
+/// Most changed byte ranges a write patches the page checksum over; past
+/// them it sums the page.
+const PATCH_RANGES: usize = 16;
+
+/// Ranges closer than this are patched as one (unchanged bytes between
+/// them add nothing to the patch, and each range costs a sum and a shift).
+const PATCH_GAP: usize = 32;
+
+/// Sort and merge the changed byte ranges of a write for the page
+/// checksum's patch: neighbours closer than [`PATCH_GAP`] become one,
+/// except across the checksum field. Returns how many are left, or
+/// `usize::MAX` if two overlap (members sharing bytes in a crafted base
+/// would cancel out in the patch: such a page is summed).
+fn merge_ranges(ranges: &mut Vec<(usize, usize)>) -> usize {
+    ranges.sort_unstable();
+    let mut n = 0;
+    for k in 0..ranges.len() {
+        let (s, e) = ranges[k];
+        if n > 0 {
+            let last = &mut ranges[n - 1];
+            if s < last.1 {
+                return usize::MAX;
+            }
+            if s - last.1 <= PATCH_GAP && (last.1 > PAGE_SUM_AT || s < PAGE_SUM_AT + 4) {
+                last.1 = e;
+                continue;
+            }
+        }
+        ranges[n] = (s, e);
+        n += 1;
+    }
+    ranges.truncate(n);
+    n
+}
 
 /// Most slots a page can have (the bitmaps' capacity): ps / 16.
 pub fn max_slots(ps: usize) -> usize {
@@ -186,8 +223,11 @@ impl Version {
 }
 
 fn header_crc(pgno: Pgno, page: &[u8], v: usize) -> u32 {
-    let b = &page[v * HDR_LEN..v * HDR_LEN + 36];
-    crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), b)
+    // One sum over a copy: two calls cost more than the 40 bytes.
+    let mut msg = [0u8; 40];
+    msg[..4].copy_from_slice(&pgno.to_be_bytes());
+    msg[4..].copy_from_slice(&page[v * HDR_LEN..v * HDR_LEN + 36]);
+    crc32c::crc32c(&msg)
 }
 
 /// Header `v` if it was written: `(version, its header crc holds)`.
@@ -284,6 +324,8 @@ struct Span {
     /// The key's position in the page.
     ks: usize,
     ke: usize,
+    /// The key's first 8 bytes, big-endian, zero-padded ([`key_prefix`]).
+    pfx: u64,
 }
 
 impl Span {
@@ -295,12 +337,73 @@ impl Span {
     fn rank(&self) -> u8 {
         self.flags
     }
+
+    /// Bytewise order of (kind, key): the prefixes decide unless equal.
+    fn cmp_key(&self, other: &Span, page: &[u8]) -> Ordering {
+        (self.rank(), self.pfx)
+            .cmp(&(other.rank(), other.pfx))
+            .then_with(|| page[self.ks..self.ke].cmp(&page[other.ks..other.ke]))
+    }
+}
+
+/// The first 8 bytes of `key` as a big-endian integer, zero-padded: a
+/// smaller prefix means a smaller key bytewise (equal ones tell nothing),
+/// so most comparisons of a sort are integer ones.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// A varint of one or two bytes at `page[at..]`: its value and the
+/// position after it.
+fn short_varint(page: &[u8], at: usize) -> Option<(usize, usize)> {
+    let b0 = *page.get(at)?;
+    if b0 < 0x80 {
+        return Some((usize::from(b0), at + 1));
+    }
+    let b1 = *page.get(at + 1)?;
+    (b1 < 0x80).then(|| (usize::from(b0 & 0x7f) | usize::from(b1) << 7, at + 2))
+}
+
+/// Most cells: a leaf cell with a whole key and an inline value, or an
+/// interior cell with a whole key, short lengths, inside the page. For
+/// such a cell body at `at`, where its key starts and ends and where the
+/// cell ends, as [`Reader::leaf_key`] or [`Reader::interior_key`] would
+/// find them; `None` sends the caller to them (every other cell, and
+/// every error).
+#[inline]
+fn plain_cell(page: &[u8], at: usize, flags: u8, max_key: usize) -> Option<(usize, usize, usize)> {
+    if flags & CELL_INTERIOR == 0 {
+        if *page.get(at)? != 0 {
+            return None;
+        }
+        let (klen, p) = short_varint(page, at + 1)?;
+        let (vlen, ks) = short_varint(page, p)?;
+        let end = ks + klen + vlen;
+        (klen <= max_key && end <= page.len()).then_some((ks, ks + klen, end))
+    } else {
+        // A one-byte key length is never the overflow marker (0x80 0x00).
+        let klen = usize::from(*page.get(at)?);
+        let (ks, ke) = (at + 1, at + 1 + klen);
+        let child = page.get(ke..ke + 4)?;
+        (klen < 0x80 && klen <= max_key && child != [0; 4]).then_some((ks, ke, ke + 4))
+    }
 }
 
 /// Parse the members of version `h` (in slot order) into `out`, checking
 /// every offset and length against the page. Returns the body checksum as
-/// computed from the page.
-fn parse(pgno: Pgno, page: &[u8], h: &Version, max_key: usize, out: &mut Vec<Span>) -> Result<u32> {
+/// computed from the page when `sum` (else 0: a base verified since it was
+/// read is only parsed).
+fn parse(
+    pgno: Pgno,
+    page: &[u8],
+    h: &Version,
+    max_key: usize,
+    out: &mut Vec<Span>,
+    sum: bool,
+) -> Result<u32> {
     let ps = page.len();
     out.clear();
     let bad = |what: String| corrupt(pgno, format!("version {} (TID {}): {what}", h.v, h.tid));
@@ -313,17 +416,19 @@ fn parse(pgno: Pgno, page: &[u8], h: &Version, max_key: usize, out: &mut Vec<Spa
             h.nslots, h.members
         )));
     }
-    if (h.nslots..max_slots(ps)).any(|i| member(page, ps, h.v, i)) {
+    let m = map_at(ps, h.v);
+    let map = &page[m..m + map_len(ps)];
+    // Bits past nslots: the rest of nslots' byte, then whole bytes.
+    let tail = h.nslots % 8;
+    if (tail != 0 && map[h.nslots / 8] & (0xFF >> tail) != 0)
+        || map[h.nslots.div_ceil(8)..].iter().any(|&b| b != 0)
+    {
         return Err(bad("membership bit set past the slot count".into()));
     }
     let lo = slot_at(ps, h.nslots);
-    let mut crc = CrcGather::new();
-    crc.put(&pgno.to_be_bytes());
-    let m = map_at(ps, h.v);
-    crc.put(&page[m..m + map_len(ps)]);
     out.reserve(h.members);
     for i in 0..h.nslots {
-        if !member(page, ps, h.v, i) {
+        if map[i / 8] & (0x80 >> (i % 8)) == 0 {
             continue;
         }
         let off = be16(page, slot_at(ps, i));
@@ -343,22 +448,24 @@ fn parse(pgno: Pgno, page: &[u8], h: &Version, max_key: usize, out: &mut Vec<Spa
         if start == 0 || start >= end || start > h.tid {
             return Err(bad(format!("slot {i}: bad life span [{start}, {end})")));
         }
-        let mut r = Reader::new(page, off + PREFIX, ps, pgno);
-        let key = if flags & CELL_INTERIOR == 0 {
-            r.leaf_key(i, max_key)?
-        } else {
-            r.interior_key(i, max_key)?
+        let (ks, ke, cell_end) = match plain_cell(page, off + PREFIX, flags, max_key) {
+            Some(k) => k,
+            None => {
+                let mut r = Reader::new(page, off + PREFIX, ps, pgno);
+                let key = if flags & CELL_INTERIOR == 0 {
+                    r.leaf_key(i, max_key)?
+                } else {
+                    r.interior_key(i, max_key)?
+                };
+                let ks = key.as_ptr() as usize - page.as_ptr() as usize;
+                (ks, ks + key.len(), r.pos)
+            }
         };
+        let key = &page[ks..ke];
         if flags & CELL_RIGHT != 0 && !key.is_empty() {
             return Err(bad(format!("slot {i}: rightmost child with a key")));
         }
-        let ks = key.as_ptr() as usize - page.as_ptr() as usize;
-        let len = r.pos - off;
-        crc.put(&page[slot_at(ps, i)..slot_at(ps, i) + 2]);
-        crc.put(&page[off..off + END_AT]);
-        let clamped = if end > h.tid { INV } else { end };
-        crc.put(&clamped.to_be_bytes());
-        crc.put(&page[off + PREFIX..off + len]);
+        let len = cell_end - off;
         out.push(Span {
             slot: i,
             off,
@@ -367,7 +474,8 @@ fn parse(pgno: Pgno, page: &[u8], h: &Version, max_key: usize, out: &mut Vec<Spa
             start,
             end,
             ks,
-            ke: ks + key.len(),
+            ke,
+            pfx: key_prefix(key),
         });
     }
     if out.len() != h.members {
@@ -377,12 +485,45 @@ fn parse(pgno: Pgno, page: &[u8], h: &Version, max_key: usize, out: &mut Vec<Spa
             h.members
         )));
     }
-    Ok(crc.finish())
+    if !sum {
+        return Ok(0);
+    }
+    Ok(body_crc(|msg| {
+        msg.extend_from_slice(&pgno.to_be_bytes());
+        msg.extend_from_slice(map);
+        for sp in out.iter() {
+            let at = slot_at(ps, sp.slot);
+            msg.extend_from_slice(&[page[at], page[at + 1]]);
+            let cell = &page[sp.off..sp.off + sp.len];
+            if sp.end > h.tid && sp.end != INV {
+                // A later writer's end: summed as ∞.
+                msg.extend_from_slice(&cell[..END_AT]);
+                msg.extend_from_slice(&INV.to_be_bytes());
+                msg.extend_from_slice(&cell[PREFIX..]);
+            } else {
+                msg.extend_from_slice(cell);
+            }
+        }
+    }))
+}
+
+thread_local! {
+    static BODY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The crc32c of a version's body message, which `put` writes into a
+/// per-thread buffer: one sum over it instead of one call per piece.
+fn body_crc(put: impl FnOnce(&mut Vec<u8>)) -> u32 {
+    with_local(&BODY, |msg| {
+        msg.clear();
+        put(msg);
+        crc32c::crc32c(msg)
+    })
 }
 
 /// [`parse`] and compare with the stored body checksum.
 fn verify(pgno: Pgno, page: &[u8], h: &Version, max_key: usize, out: &mut Vec<Span>) -> Result<()> {
-    if parse(pgno, page, h, max_key, out)? != h.body_crc {
+    if parse(pgno, page, h, max_key, out, true)? != h.body_crc {
         return Err(corrupt(
             pgno,
             format!(
@@ -443,12 +584,44 @@ fn stub_room(
         .unwrap_or(0)
 }
 
+/// The free runs of `[lo, ps)` around the cells `spans` (none starts
+/// below `lo`), ascending, as [`free_gaps`] finds them: a node's few dozen
+/// cells sort faster than they mark a page bitmap. `used` is scratch.
+fn free_runs(
+    lo: usize,
+    ps: usize,
+    spans: &[Span],
+    used: &mut Vec<u64>,
+    out: &mut Vec<(usize, usize)>,
+) {
+    used.clear();
+    used.extend(
+        spans
+            .iter()
+            .map(|sp| (sp.off as u64) << 32 | (sp.off + sp.len) as u64),
+    );
+    used.sort_unstable();
+    out.clear();
+    let mut at = lo;
+    for &u in used.iter() {
+        let (s, e) = ((u >> 32) as usize, (u & 0xFFFF_FFFF) as usize);
+        if s > at {
+            out.push((at, s));
+        }
+        at = at.max(e);
+    }
+    if at < ps {
+        out.push((at, ps));
+    }
+}
+
 /// Where a new version goes ([`MvbtFormat::layout`]).
 struct Plan {
     /// GC horizon of the new version.
     horizon: u64,
     /// Root stubs (up to two) the next writer can place over the new
-    /// version ([`stub_room`]).
+    /// version ([`stub_room`]); counted for the root's last resort only
+    /// (2 for any other node).
     next_stubs: usize,
     /// The committed version written over (`None`: a fresh page).
     base: Option<Version>,
@@ -475,8 +648,10 @@ struct Scratch {
     new: Vec<(usize, usize, usize)>,
     /// Free byte ranges of the cell area above the gap.
     holes: Vec<(usize, usize)>,
-    /// Occupied byte ranges of the base's members.
-    used: Vec<(usize, usize)>,
+    /// The base members' byte ranges, packed (start << 32 | end).
+    used: Vec<u64>,
+    /// Byte ranges a write changed (the page checksum's patch).
+    ranges: Vec<(usize, usize)>,
     /// [`stub_room`]'s scratch: one bit per page byte, and the free runs.
     bits: Vec<u64>,
     gaps: Vec<(usize, usize)>,
@@ -484,6 +659,8 @@ struct Scratch {
     members: Vec<(usize, usize, usize)>,
     /// One cell body.
     cell: Vec<u8>,
+    /// An overflowing key's identity.
+    ident: Vec<u8>,
     /// Members of another version (verification).
     other: Vec<Span>,
 }
@@ -539,6 +716,158 @@ fn put_body(node: &Node, i: usize, out: &mut [u8], at: usize) {
             },
         ),
     }
+}
+
+/// Whether the base cell `sp` stores `key` (an identity) of the kind
+/// `flags`, against its first 8 bytes `pfx`.
+fn key_eq(sp: &Span, page: &[u8], flags: u8, pfx: u64, key: &[u8]) -> bool {
+    sp.rank() == flags
+        && sp.pfx == pfx
+        && sp.ke - sp.ks == key.len()
+        && (key.len() <= 8 || page[sp.ks + 8..sp.ke] == key[8..])
+}
+
+/// Whether cell `i` of `node`, of the base cell `sp`'s kind and key (the
+/// caller compared them) and encoded length (`len`, prefix included), is
+/// stored as `sp` (same bytes after the life span). A plain cell (a whole
+/// key, an inline value) has only its value or child left to compare: of
+/// one length, and with its key's, equal lengths leave one encoding of
+/// the length fields. Any other cell is encoded and compared.
+fn cell_matches(
+    node: &Node,
+    i: usize,
+    len: usize,
+    page: &[u8],
+    sp: &Span,
+    scratch: &mut Vec<u8>,
+) -> bool {
+    let (off, end) = (sp.off + PREFIX, sp.off + sp.len);
+    if sp.len != len {
+        return false;
+    }
+    let child_is = |child: Pgno| page[end - 4..end] == child.to_be_bytes();
+    match node {
+        Node::Leaf(c) => {
+            if let (Value::Inline(v), None, 0) = (&c[i].value, c[i].key.chain(), page[off]) {
+                let stored = &page[sp.ke..end];
+                // A value the node shares with this page's bytes is them.
+                return stored.len() == v.len()
+                    && (std::ptr::eq(stored.as_ptr(), v.as_ptr()) || *stored == v[..]);
+            }
+        }
+        Node::Interior { cells, right } => match cells.get(i) {
+            None => return sp.ke == sp.ks && child_is(*right),
+            Some(c) if c.key.chain().is_none() && !cell::key_overflows_at(page, off, false) => {
+                return child_is(c.child);
+            }
+            Some(_) => {}
+        },
+    }
+    cell::node_cell_matches(node, i, page, (off, sp.len - PREFIX), scratch)
+}
+
+/// Pair the cells of `node` with the base's live members `sc.live`
+/// (sorted by kind and key, bytewise): a cell stored exactly as one of
+/// them keeps it (its fate becomes `Keep`), the others go to `sc.new` in
+/// node order. Fills `sc.lens`. Returns the cells kept.
+///
+/// `hint`: the pager's [`EncodeCtx::leaf_change`]. When the live members
+/// hold the node's keys at the hinted positions (the table orders keys
+/// bytewise), the other cells are those members and only a changed value
+/// is compared. Otherwise a node whose keys ascend bytewise is paired in
+/// one merge walk, any other by binary search.
+fn pair(node: &Node, page: &[u8], hint: Option<LeafChange>, sc: &mut Scratch) -> usize {
+    let n = cell_count(node);
+    let Scratch {
+        spans,
+        fate,
+        live,
+        lens,
+        new,
+        cell: scratch,
+        ident,
+        ..
+    } = sc;
+    let mut kept = 0;
+    let keep = |j: usize, fate: &mut Vec<Fate>| {
+        if fate[j] == Fate::End {
+            fate[j] = Fate::Keep;
+            true
+        } else {
+            false
+        }
+    };
+    if let Node::Leaf(cells) = node {
+        let by_position = hint.filter(|&ch| {
+            ch.fits_counts(n, live.len())
+                && (0..n).all(|i| match ch.base_index(i, n, live.len()) {
+                    Some(b) => {
+                        let key = cell::key_ident(&cells[i].key, ident);
+                        key_eq(&spans[live[b]], page, 0, key_prefix(key), key)
+                    }
+                    None => true,
+                })
+        });
+        if let Some(ch) = by_position {
+            // The other cells are the committed ones: so are their lengths.
+            lens.extend((0..n).map(|i| match ch.base_index(i, n, live.len()) {
+                Some(b) if ch != LeafChange::Value(i) => spans[live[b]].len,
+                _ => PREFIX + body_len(node, i),
+            }));
+            for (i, &len) in lens.iter().enumerate() {
+                let same = ch.base_index(i, n, live.len()).filter(|&b| {
+                    let sp = &spans[live[b]];
+                    ch != LeafChange::Value(i) || cell_matches(node, i, len, page, sp, scratch)
+                });
+                match same {
+                    Some(b) if keep(live[b], fate) => kept += 1,
+                    _ => new.push((i, 0, 0)),
+                }
+            }
+            return kept;
+        }
+    }
+    lens.extend((0..n).map(|i| PREFIX + body_len(node, i)));
+    // The merge walk needs the node's (kind, key) to ascend bytewise, and
+    // whole keys (an overflowing key's identity is built in `ident`).
+    let whole = |i: usize| -> Option<(u8, u64, &[u8])> {
+        let (flags, key): (u8, &[u8]) = match node {
+            Node::Leaf(c) if c[i].key.chain().is_none() => (0, &c[i].key),
+            Node::Interior { cells, .. } if i < cells.len() && cells[i].key.chain().is_none() => {
+                (CELL_INTERIOR, &cells[i].key)
+            }
+            Node::Interior { cells, .. } if i == cells.len() => (CELL_INTERIOR | CELL_RIGHT, &[]),
+            _ => return None,
+        };
+        Some((flags, key_prefix(key), key))
+    };
+    let ascending = (0..n).all(|i| whole(i).is_some()) && (1..n).all(|i| whole(i - 1) < whole(i));
+    let mut p = 0;
+    for (i, &len) in lens.iter().enumerate() {
+        let (flags, key) = node_cell(node, i, ident);
+        let pfx = key_prefix(key);
+        let cmp = |sp: &Span| {
+            (sp.rank(), sp.pfx)
+                .cmp(&(flags, pfx))
+                .then_with(|| page[sp.ks..sp.ke].cmp(key))
+        };
+        let found = if ascending {
+            while p < live.len() && cmp(&spans[live[p]]) == Ordering::Less {
+                p += 1;
+            }
+            (p < live.len() && cmp(&spans[live[p]]) == Ordering::Equal).then(|| live[p])
+        } else {
+            live.binary_search_by(|&j| cmp(&spans[j]))
+                .ok()
+                .map(|k| live[k])
+        };
+        let same = found.filter(|&j| cell_matches(node, i, len, page, &spans[j], scratch));
+        match same {
+            Some(j) if keep(j, fate) => kept += 1,
+            _ => new.push((i, 0, 0)),
+        }
+    }
+    kept
 }
 
 impl MvbtFormat {
@@ -610,17 +939,19 @@ impl MvbtFormat {
             } else {
                 ctx.order
             };
-            sc.live.sort_unstable_by(|&a, &b| {
-                let (a, b) = (&spans[a], &spans[b]);
-                a.rank()
-                    .cmp(&b.rank())
-                    .then_with(|| order.compare(&page[a.ks..a.ke], &page[b.ks..b.ke]))
-            });
+            let cmp = |a: &Span, b: &Span| {
+                if order.bytewise() {
+                    a.cmp_key(b, page)
+                } else {
+                    a.rank()
+                        .cmp(&b.rank())
+                        .then_with(|| order.compare(&page[a.ks..a.ke], &page[b.ks..b.ke]))
+                }
+            };
+            sc.live.sort_unstable_by(|&a, &b| cmp(&spans[a], &spans[b]));
             for w in sc.live.windows(2) {
                 let (a, b) = (&spans[w[0]], &spans[w[1]]);
-                if a.rank() == b.rank()
-                    && order.compare(&page[a.ks..a.ke], &page[b.ks..b.ke]) == Ordering::Equal
-                {
+                if cmp(a, b) == Ordering::Equal {
                     return Err(bad(if a.flags & CELL_RIGHT != 0 {
                         "two rightmost children".into()
                     } else {
@@ -709,56 +1040,59 @@ impl MvbtFormat {
         ctx: &EncodeCtx,
         sc: &mut Scratch,
     ) -> Result<Option<Plan>> {
-        let plan = self.plan(pgno, node, base, ctx, ctx.horizon, sc)?;
-        let last_resort = matches!(node, Node::Interior { cells, .. } if cells.is_empty());
-        let forced = ctx.tid.saturating_sub(1);
-        match plan {
-            Some(p) if last_resort && p.next_stubs < 2 && ctx.horizon < forced => {
-                self.plan(pgno, node, base, ctx, forced, sc)
-            }
-            p => Ok(p),
-        }
-    }
-
-    /// [`MvbtFormat::layout`] with lazy GC up to `horizon`.
-    fn plan(
-        &self,
-        pgno: Option<Pgno>,
-        node: &Node,
-        base: Option<&[u8]>,
-        ctx: &EncodeCtx,
-        horizon: u64,
-        sc: &mut Scratch,
-    ) -> Result<Option<Plan>> {
         let ps = ctx.page_size;
-        let tid = ctx.tid;
-        let n = cell_count(node);
-        sc.lens.clear();
-        sc.lens.extend((0..n).map(|i| PREFIX + body_len(node, i)));
-        sc.new.clear();
-        sc.holes.clear();
-        sc.used.clear();
+        // The base's members, parsed once for both plans.
         sc.spans.clear();
-        sc.fate.clear();
         let b = match base {
             Some(page) => {
                 let at = pgno.unwrap_or(0);
                 if page.len() != ps {
                     return Err(corrupt(at, format!("base image of {} bytes", page.len())));
                 }
-                let b = Self::base_version(pgno, page, tid)?;
+                let b = Self::base_version(pgno, page, ctx.tid)?;
                 let max_key = self.max_key_len(ps);
                 match pgno {
                     // A base verified since it was read is only parsed.
                     Some(p) if !ctx.base_verified => verify(p, page, &b, max_key, &mut sc.spans)?,
                     _ => {
-                        parse(at, page, &b, max_key, &mut sc.spans)?;
+                        parse(at, page, &b, max_key, &mut sc.spans, false)?;
                     }
                 }
                 Some((b, page))
             }
             None => None,
         };
+        // The pager's hint holds for the committed version, which a base
+        // verified since it was read is.
+        let hint = ctx.leaf_change.filter(|_| ctx.base_verified);
+        let plan = self.plan(node, b, ctx, ctx.horizon, hint, sc)?;
+        let last_resort = matches!(node, Node::Interior { cells, .. } if cells.is_empty());
+        let forced = ctx.tid.saturating_sub(1);
+        match plan {
+            Some(p) if last_resort && p.next_stubs < 2 && ctx.horizon < forced => {
+                self.plan(node, b, ctx, forced, hint, sc)
+            }
+            p => Ok(p),
+        }
+    }
+
+    /// [`MvbtFormat::layout`] with lazy GC up to `horizon`, over the base
+    /// version `b` whose members `sc.spans` holds.
+    fn plan(
+        &self,
+        node: &Node,
+        b: Option<(Version, &[u8])>,
+        ctx: &EncodeCtx,
+        horizon: u64,
+        hint: Option<LeafChange>,
+        sc: &mut Scratch,
+    ) -> Result<Option<Plan>> {
+        let ps = ctx.page_size;
+        let tid = ctx.tid;
+        let n = cell_count(node);
+        sc.lens.clear();
+        sc.new.clear();
+        sc.fate.clear();
         // Fates of the base's members. An end at or above T was written by
         // T's own spill (or a rolled-back transaction): ∞ again.
         let last_resort = matches!(node, Node::Interior { cells, .. } if cells.is_empty());
@@ -778,50 +1112,21 @@ impl MvbtFormat {
             };
             sc.fate.push(fate);
         }
-        if let Some((_, page)) = b {
-            let spans = &sc.spans;
-            sc.live.sort_unstable_by(|&a, &b| {
-                let (a, b) = (&spans[a], &spans[b]);
-                a.rank()
-                    .cmp(&b.rank())
-                    .then_with(|| page[a.ks..a.ke].cmp(&page[b.ks..b.ke]))
-            });
-        }
         // Cells of the node equal to a live base cell stay; the others
         // are new.
-        let mut keep_count = 0;
-        let mut ident = Vec::new();
-        for i in 0..n {
-            let (flags, key) = node_cell(node, i, &mut ident);
-            let found = b.and_then(|(_, page)| {
+        let keep_count = match b {
+            Some((_, page)) => {
+                let spans = &sc.spans;
                 sc.live
-                    .binary_search_by(|&j| {
-                        let sp = &sc.spans[j];
-                        sp.rank()
-                            .cmp(&flags)
-                            .then_with(|| page[sp.ks..sp.ke].cmp(key))
-                    })
-                    .ok()
-                    .map(|k| sc.live[k])
-                    .filter(|&j| {
-                        let sp = &sc.spans[j];
-                        sp.len == sc.lens[i] && {
-                            let body = sp.len - PREFIX;
-                            sc.cell.clear();
-                            sc.cell.resize(body, 0);
-                            put_body(node, i, &mut sc.cell, 0);
-                            sc.cell[..] == page[sp.off + PREFIX..sp.off + sp.len]
-                        }
-                    })
-            });
-            match found {
-                Some(j) if sc.fate[j] == Fate::End => {
-                    sc.fate[j] = Fate::Keep;
-                    keep_count += 1;
-                }
-                _ => sc.new.push((i, 0, 0)),
+                    .sort_unstable_by(|&a, &b| spans[a].cmp_key(&spans[b], page));
+                pair(node, page, hint, sc)
             }
-        }
+            None => {
+                sc.lens.extend((0..n).map(|i| PREFIX + body_len(node, i)));
+                sc.new.extend((0..n).map(|i| (i, 0, 0)));
+                0
+            }
+        };
         ended |= keep_count < sc.live.len();
         // Slots for the new cells: entries the base does not use, lowest
         // first, then past its slot array.
@@ -848,38 +1153,36 @@ impl MvbtFormat {
         }
         // Bytes: the base's slot array and members are not touched.
         let lo = slot_at(ps, nslots.max(base_nslots));
-        sc.used
-            .extend(sc.spans.iter().map(|sp| (sp.off, sp.off + sp.len)));
-        sc.used.sort_unstable();
-        // The gap runs from the slot array to the lowest cell; holes lie
-        // between and above the cells.
-        let mut gap_hi = ps;
-        let mut at = lo;
-        for (k, &(s, e)) in sc.used.iter().enumerate() {
-            if s < lo {
-                return Ok(None); // the slot array would grow into a cell
-            }
-            if k == 0 {
-                gap_hi = s;
-            } else if s > at {
-                sc.holes.push((at, s));
-            }
-            at = at.max(e);
+        if sc.spans.iter().any(|sp| sp.off < lo) {
+            return Ok(None); // the slot array would grow into a cell
         }
-        if !sc.used.is_empty() && at < ps {
-            sc.holes.push((at, ps));
+        // The gap runs from the slot array to the lowest cell (the free
+        // run starting at `lo`, if any); holes lie between and above the
+        // cells.
+        // (Nothing to place: no need to know.)
+        if sc.new.is_empty() {
+            sc.holes.clear();
+        } else {
+            free_runs(lo, ps, &sc.spans, &mut sc.used, &mut sc.holes);
+        }
+        let mut gap_hi = lo;
+        let mut first_hole = 0;
+        if let Some(&(s, e)) = sc.holes.first() {
+            if s == lo {
+                gap_hi = e;
+                first_hole = 1;
+            }
         }
         // New cells: the smallest hole that takes each, else the top of
         // the gap below the lowest cell.
         for k in 0..sc.new.len() {
             let need = sc.lens[sc.new[k].0];
-            let best = sc
-                .holes
+            let best = sc.holes[first_hole..]
                 .iter()
                 .enumerate()
                 .filter(|(_, &(s, e))| e - s >= need)
                 .min_by_key(|(_, &(s, e))| e - s)
-                .map(|(h, _)| h);
+                .map(|(h, _)| first_hole + h);
             let off = match best {
                 Some(h) => {
                     sc.holes[h].1 -= need;
@@ -913,20 +1216,25 @@ impl MvbtFormat {
         if gap_hi - lo < reserve || max - members < slots_needed {
             return Ok(None);
         }
-        // What the next writer can place: its base is the new version.
-        let next_stubs = stub_room(
-            ps,
-            nslots,
-            members,
-            sc.spans
-                .iter()
-                .zip(&sc.fate)
-                .filter(|(_, f)| **f != Fate::Drop)
-                .map(|(sp, _)| (sp.off, sp.off + sp.len))
-                .chain(sc.new.iter().map(|&(i, _, off)| (off, off + sc.lens[i]))),
-            &mut sc.bits,
-            &mut sc.gaps,
-        );
+        // What the next writer can place (its base is the new version):
+        // only the root's last resort asks.
+        let next_stubs = if !last_resort {
+            2
+        } else {
+            stub_room(
+                ps,
+                nslots,
+                members,
+                sc.spans
+                    .iter()
+                    .zip(&sc.fate)
+                    .filter(|(_, f)| **f != Fate::Drop)
+                    .map(|(sp, _)| (sp.off, sp.off + sp.len))
+                    .chain(sc.new.iter().map(|&(i, _, off)| (off, off + sc.lens[i]))),
+                &mut sc.bits,
+                &mut sc.gaps,
+            )
+        };
         Ok(Some(Plan {
             horizon: b.map_or(0, |(h, _)| h.horizon).max(horizon),
             next_stubs,
@@ -951,11 +1259,22 @@ impl MvbtFormat {
         let Some(plan) = self.layout(Some(pgno), node, base, ctx, sc)? else {
             return Ok(false);
         };
-        match (plan.base, base) {
-            (Some(_), Some(b)) => out.copy_from_slice(b),
-            _ => out.fill(0),
+        let base = base.filter(|_| plan.base.is_some());
+        match base {
+            Some(b) => out.copy_from_slice(b),
+            None => out.fill(0),
         }
         let tid = ctx.tid;
+        let m = map_at(ps, plan.w);
+        // What this write changes in the base image: its header, the
+        // zeroed bytes after the page checksum, its bitmap, the end fields
+        // that change, the new cells and their slots.
+        sc.ranges.clear();
+        sc.ranges.extend([
+            (plan.w * HDR_LEN, (plan.w + 1) * HDR_LEN),
+            (PAGE_SUM_AT + 4, MAP_AT),
+            (m, m + map_len(ps)),
+        ]);
         sc.members.clear();
         for (sp, f) in sc.spans.iter().zip(&sc.fate) {
             let end = match f {
@@ -964,7 +1283,11 @@ impl MvbtFormat {
                 Fate::Dead => sp.end,
                 Fate::Drop => continue,
             };
-            out[sp.off + END_AT..sp.off + PREFIX].copy_from_slice(&end.to_be_bytes());
+            let at = sp.off + END_AT;
+            if end != sp.end {
+                out[at..at + 8].copy_from_slice(&end.to_be_bytes());
+                sc.ranges.push((at, at + 8));
+            }
             sc.members.push((sp.slot, sp.off, sp.len));
         }
         for &(i, slot, off) in &sc.new {
@@ -976,23 +1299,23 @@ impl MvbtFormat {
             let s = slot_at(ps, slot);
             out[s..s + 2].copy_from_slice(&(off as u16).to_be_bytes());
             sc.members.push((slot, off, sc.lens[i]));
+            sc.ranges.extend([(s, s + 2), (off, off + sc.lens[i])]);
         }
         sc.members.sort_unstable();
-        let m = map_at(ps, plan.w);
         out[m..m + map_len(ps)].fill(0);
         for &(slot, _, _) in &sc.members {
             out[m + slot / 8] |= 0x80 >> (slot % 8);
         }
-        let mut crc = CrcGather::new();
-        crc.put(&pgno.to_be_bytes());
-        crc.put(&out[m..m + map_len(ps)]);
-        for &(slot, off, len) in &sc.members {
-            crc.put(&out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
-            crc.put(&out[off..off + END_AT]);
-            // Members end at T at the latest: their stored ends are it.
-            crc.put(&out[off + END_AT..off + PREFIX]);
-            crc.put(&out[off + PREFIX..off + len]);
-        }
+        let body = body_crc(|msg| {
+            msg.extend_from_slice(&pgno.to_be_bytes());
+            msg.extend_from_slice(&out[m..m + map_len(ps)]);
+            for &(slot, off, len) in &sc.members {
+                let at = slot_at(ps, slot);
+                msg.extend_from_slice(&[out[at], out[at + 1]]);
+                // Members end at T at the latest: their stored ends are it.
+                msg.extend_from_slice(&out[off..off + len]);
+            }
+        });
         let (kind, _) = cell::kind_of(node);
         let h = Version {
             v: plan.w,
@@ -1004,11 +1327,20 @@ impl MvbtFormat {
             txn_size: 0,
             page_count: 0,
             horizon: plan.horizon,
-            body_crc: crc.finish(),
+            body_crc: body,
         };
         write_header(pgno, out, &h);
         out[PAGE_SUM_AT + 4..MAP_AT].fill(0);
-        pagesum::seal(pgno, out, PAGE_SUM_AT);
+        match base {
+            // Patched from the base's page checksum when few ranges
+            // changed (each costs a short sum and a shift): a base whose
+            // checksum failed leaves one that fails (damage is never
+            // sealed).
+            Some(b) if merge_ranges(&mut sc.ranges) <= PATCH_RANGES => {
+                seal_patched(pgno, b, out, PAGE_SUM_AT, &sc.ranges)
+            }
+            _ => pagesum::seal(pgno, out, PAGE_SUM_AT),
+        }
         Ok(true)
     }
 
@@ -1297,8 +1629,25 @@ impl InPageFormat for MvbtFormat {
         h.flags |= FLAG_COMMIT;
         h.txn_size = rec.txn_size;
         h.page_count = rec.page_count;
+        // Only the header changes: the page checksum is patched over it
+        // (a page whose checksum failed keeps failing: damage is never
+        // sealed).
+        let (s, e) = (h.v * HDR_LEN, (h.v + 1) * HDR_LEN);
+        let mut old = [0u8; HDR_LEN];
+        old.copy_from_slice(&page[s..e]);
+        #[cfg(debug_assertions)]
+        let intact = pagesum::verify(pgno, page, PAGE_SUM_AT);
         write_header(pgno, page, &h);
-        pagesum::seal(pgno, page, PAGE_SUM_AT);
+        // The message bytes after the header: the rest of the page but
+        // the checksum field (which follows both headers).
+        let after = page.len() - e - pagesum::SUM_LEN;
+        let sum = pagesum::stored(page, PAGE_SUM_AT) ^ pagesum::run_term(&old, &page[s..e], after);
+        page[PAGE_SUM_AT..PAGE_SUM_AT + pagesum::SUM_LEN].copy_from_slice(&sum.to_be_bytes());
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            !intact || pagesum::verify(pgno, page, PAGE_SUM_AT),
+            "patched page checksum, page {pgno}"
+        );
         Ok(true)
     }
 }
@@ -1435,7 +1784,7 @@ mod tests {
         let p2 = enc(f, &leaf(&[("a", 20), ("c", 20), ("d", 20)]), Some(&p1), 2);
         let h1 = read_header(7, &p1, 0).unwrap().0;
         let mut spans = Vec::new();
-        parse(7, &p1, &h1, 100, &mut spans).unwrap();
+        parse(7, &p1, &h1, 100, &mut spans, true).unwrap();
         for sp in &spans {
             for i in sp.off..sp.off + sp.len {
                 if !(sp.off + END_AT..sp.off + PREFIX).contains(&i) {
