@@ -262,6 +262,15 @@ pub(crate) fn with_local<S: Default + 'static, T>(
     })
 }
 
+/// Whether a bitmap (bit `i` of slot `i` is `0x80 >> (i % 8)` of byte
+/// `i / 8`) has a bit set at or past `from`: a byte at a time.
+pub(crate) fn any_bit_from(map: &[u8], from: usize) -> bool {
+    let Some(&partial) = map.get(from / 8) else {
+        return false;
+    };
+    partial & (0xff >> (from % 8)) != 0 || map[from / 8 + 1..].iter().any(|&b| b != 0)
+}
+
 /// Sort `v` by `less`, fast when it is nearly sorted already (a page's
 /// cells in the order a later version mostly kept): insertion sort while
 /// the swaps stay within a few per element, the general sort past that
@@ -554,6 +563,21 @@ pub fn check_envelope(pgno: Pgno, page: &[u8], committed: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_bit_from_reads_the_bitmap_as_the_bits_do() {
+        let mut map = [0u8; 32];
+        for set in [None, Some(0), Some(7), Some(8), Some(100), Some(255)] {
+            map.fill(0);
+            if let Some(i) = set {
+                map[i / 8] |= 0x80 >> (i % 8);
+            }
+            for from in 0..=256 {
+                let bits = (from..256).any(|i| map[i / 8] & (0x80 >> (i % 8)) != 0);
+                assert_eq!(any_bit_from(&map, from), bits, "{set:?} {from}");
+            }
+        }
+    }
 
     #[test]
     fn nearly_sorted_spans_sort_like_any_other() {

@@ -43,9 +43,9 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, seal_patched,
-    snapshot_too_old, sort_nearly_sorted_by, verify_tree_page, with_local, write_envelope,
-    CrcGather, InPageFormat, VersionState,
+    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid,
+    seal_patched, snapshot_too_old, sort_nearly_sorted_by, verify_tree_page, with_local,
+    write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
 use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
@@ -120,16 +120,6 @@ fn be64(p: &[u8], at: usize) -> u64 {
 
 fn tombstoned(page: &[u8], ps: usize, v: usize, i: usize) -> bool {
     page[tb_at(ps, v) + i / 8] & (0x80 >> (i % 8)) != 0
-}
-
-/// Whether version `v`'s tombstone bitmap has a bit set for a slot at or
-/// past `from` (bytes at a time: the bitmap has room for ps/16 slots).
-fn tombstones_past(page: &[u8], ps: usize, v: usize, from: usize) -> bool {
-    let tb = &page[tb_at(ps, v)..tb_at(ps, v) + tb_len(ps)];
-    let Some(&partial) = tb.get(from / 8) else {
-        return false;
-    };
-    partial & (0xff >> (from % 8)) != 0 || tb[from / 8 + 1..].iter().any(|&b| b != 0)
 }
 
 fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
@@ -349,7 +339,8 @@ fn parse(
         out.push((off, r.pos - off, ks, ks + key.len(), i));
     }
     // Bits past numSlots must be clear: a later writer inherits them.
-    if tombstones_past(page, ps, h.v, h.nslots) {
+    let tb = tb_at(ps, h.v);
+    if any_bit_from(&page[tb..tb + tb_len(ps)], h.nslots) {
         return Err(bad("tombstone bit set past numSlots".into()));
     }
     if out.len() != h.live {
@@ -693,7 +684,6 @@ impl IpsFormat {
     /// `spans` (slot order), `kept`, `new` and the length of `i`; false
     /// when the hint does not apply (a removal, counts that disagree, an
     /// insert whose key is there): the caller pairs every cell.
-    #[allow(clippy::too_many_arguments)]
     fn pair_changed(
         at: Pgno,
         node: &Node,
@@ -1251,29 +1241,6 @@ impl InPageFormat for IpsFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tombstones_past_reads_the_bitmap_as_the_bits_do() {
-        let ps = 4096;
-        let mut page = vec![0u8; ps];
-        for set in [
-            None,
-            Some(0),
-            Some(7),
-            Some(8),
-            Some(100),
-            Some(max_slots(ps) - 1),
-        ] {
-            page[tb_at(ps, 1)..tb_at(ps, 1) + tb_len(ps)].fill(0);
-            if let Some(i) = set {
-                page[tb_at(ps, 1) + i / 8] |= 0x80 >> (i % 8);
-            }
-            for from in 0..=max_slots(ps) {
-                let bits = (from..max_slots(ps)).any(|i| tombstoned(&page, ps, 1, i));
-                assert_eq!(tombstones_past(&page, ps, 1, from), bits, "{set:?} {from}");
-            }
-        }
-    }
     use crate::node::Value;
 
     const PS: usize = 512;

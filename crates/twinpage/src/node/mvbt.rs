@@ -52,8 +52,9 @@
 
 use super::cell::{self, Reader};
 use super::inpage::{
-    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, seal_patched,
-    snapshot_too_old, verify_tree_page, with_local, write_envelope, InPageFormat, VersionState,
+    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid,
+    seal_patched, snapshot_too_old, verify_tree_page, with_local, write_envelope, InPageFormat,
+    VersionState,
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
 use super::{
@@ -418,11 +419,7 @@ fn parse(
     }
     let m = map_at(ps, h.v);
     let map = &page[m..m + map_len(ps)];
-    // Bits past nslots: the rest of nslots' byte, then whole bytes.
-    let tail = h.nslots % 8;
-    if (tail != 0 && map[h.nslots / 8] & (0xFF >> tail) != 0)
-        || map[h.nslots.div_ceil(8)..].iter().any(|&b| b != 0)
-    {
+    if any_bit_from(map, h.nslots) {
         return Err(bad("membership bit set past the slot count".into()));
     }
     let lo = slot_at(ps, h.nslots);
