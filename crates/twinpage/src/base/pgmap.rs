@@ -49,6 +49,30 @@ pub type PgnoMap<V> = HashMap<Pgno, V, BuildPgnoHasher>;
 /// A set of page numbers.
 pub type PgnoSet = HashSet<Pgno, BuildPgnoHasher>;
 
+/// Buckets up to which an emptied map or set is kept for reuse.
+pub const REUSE_BUCKETS: usize = 256;
+
+/// Empty `m` for the next transaction. Clearing a hash table, and every
+/// walk over it, costs time in its capacity, not its length: a table that
+/// one bulk transaction grew (a load of a million rows) would tax every
+/// small transaction after it. Such a table is dropped instead of kept.
+pub fn reset_map<K, V, S: Default>(m: &mut HashMap<K, V, S>) {
+    if m.capacity() > REUSE_BUCKETS {
+        *m = HashMap::default();
+    } else {
+        m.clear();
+    }
+}
+
+/// [`reset_map`] for a set.
+pub fn reset_set<K, S: Default>(s: &mut HashSet<K, S>) {
+    if s.capacity() > REUSE_BUCKETS {
+        *s = HashSet::default();
+    } else {
+        s.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,6 +97,11 @@ fn corrupt(pgno: Pgno, what: impl Into<String>) -> Error {
 
 /// Index of the child to follow for `key` in an interior node.
 pub fn child_index(cells: &[InteriorCell], key: &[u8], order: &dyn KeyOrder) -> usize {
+    // The default order compared inline: no call through the trait object
+    // per probe of a search that runs at every level of every operation.
+    if order.bytewise() {
+        return cells.partition_point(|c| c.key.as_slice() <= key);
+    }
     cells.partition_point(|c| order.compare(&c.key, key).is_le())
 }
 
@@ -106,6 +111,9 @@ pub fn leaf_search(
     key: &[u8],
     order: &dyn KeyOrder,
 ) -> std::result::Result<usize, usize> {
+    if order.bytewise() {
+        return cells.binary_search_by(|c| c.key.as_slice().cmp(key));
+    }
     cells.binary_search_by(|c| order.compare(&c.key, key))
 }
 

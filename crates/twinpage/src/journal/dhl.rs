@@ -25,7 +25,7 @@
 use super::group::GroupCommit;
 use super::{CommitSet, CommitTicket, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
 use crate::base::header::seal_page1_zero_tail;
-use crate::base::pgmap::PgnoSet;
+use crate::base::pgmap::{reset_set, PgnoSet};
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
@@ -126,7 +126,7 @@ impl State {
     fn begin(&mut self, tid: u64) {
         if self.tid != tid {
             self.tid = tid;
-            self.written.clear();
+            reset_set(&mut self.written);
             self.commit_page = None;
             self.restore_page1 = None;
             self.rewritten = false;
@@ -817,7 +817,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
                 self.sync(db)?;
             }
         }
-        st.written.clear();
+        reset_set(&mut st.written);
         st.commit_page = None;
         st.restore_page1 = None;
         st.rewritten = false;
@@ -908,7 +908,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
             db.file().set_len(orig_page_count as u64 * ps as u64)?;
         }
         self.sync(db)?;
-        st.written.clear();
+        reset_set(&mut st.written);
         st.commit_page = None;
         st.rewritten = false;
         Ok(())

@@ -12,6 +12,7 @@
 use super::dhl::header_must_be_written;
 use super::{CommitSet, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
 use crate::base::header::seal_page1;
+use crate::base::pgmap::reset_map;
 use crate::base::Synchronous;
 use crate::base::{Header, HEADER_LEN};
 use crate::base::{Pgno, Result};
@@ -225,7 +226,7 @@ impl Journal for OffJournal {
         if self.sync != Synchronous::Off {
             db.file().sync_data()?;
         }
-        st.undo.clear();
+        reset_map(&mut st.undo);
         st.spilled = false;
         st.commit_page = None;
         Ok(())
@@ -240,7 +241,7 @@ impl Journal for OffJournal {
             db.file()
                 .set_len(orig_page_count as u64 * db.page_size as u64)?;
         }
-        st.undo.clear();
+        reset_map(&mut st.undo);
         st.spilled = false;
         st.commit_page = None;
         Ok(())

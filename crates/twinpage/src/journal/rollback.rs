@@ -25,7 +25,7 @@
 //! an earlier transaction (PERSIST, TRUNCATE interrupted) are never replayed.
 
 use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
-use crate::base::pgmap::PgnoSet;
+use crate::base::pgmap::{reset_set, PgnoSet};
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::storage::DbFile;
@@ -222,7 +222,7 @@ impl RollbackJournal {
             }
         }
         st.records = 0;
-        st.journaled.clear();
+        reset_set(&mut st.journaled);
         st.db_dirty = false;
         Ok(())
     }

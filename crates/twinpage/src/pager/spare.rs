@@ -6,7 +6,7 @@
 //! when nothing else holds it (`Arc::get_mut`).
 
 use super::{zeroed_page, CachedPage, Dirty, Pager, WriteState};
-use crate::base::pgmap::{PgnoMap, PgnoSet};
+use crate::base::pgmap::{PgnoMap, PgnoSet, REUSE_BUCKETS};
 use crate::base::Pgno;
 use crate::journal::PageImage;
 use crate::node::bytes::INLINE;
@@ -56,7 +56,7 @@ fn value_class(len: usize, page_size: usize) -> Option<usize> {
 /// Page buffers kept for reuse at most.
 const SPARE_BUFFERS: usize = 8;
 
-/// Collections larger than this (a bulk transaction's) are not kept.
+/// Vectors larger than this (a bulk transaction's) are not kept.
 const SPARE_CAPACITY: usize = 4096;
 
 impl Pager {
@@ -208,20 +208,22 @@ impl Pager {
     pub(super) fn keep_spare(&self, st: &mut WriteState) {
         let sp = &mut self.spare.lock().txn;
         macro_rules! take {
-            ($field:ident) => {
-                if st.$field.capacity() <= SPARE_CAPACITY {
+            ($field:ident, $limit:expr) => {
+                if st.$field.capacity() <= $limit {
                     st.$field.clear();
                     sp.$field = std::mem::take(&mut st.$field);
                 }
             };
         }
-        take!(dirty);
-        take!(spilled);
-        take!(allocated);
-        take!(freed);
-        take!(pgnos);
-        take!(pages);
-        take!(changed);
+        // Hash tables clear in time proportional to their buckets: a small
+        // transaction must not inherit a bulk one's (pgmap::reset_map).
+        take!(dirty, REUSE_BUCKETS);
+        take!(spilled, REUSE_BUCKETS);
+        take!(allocated, REUSE_BUCKETS);
+        take!(freed, SPARE_CAPACITY);
+        take!(pgnos, SPARE_CAPACITY);
+        take!(pages, SPARE_CAPACITY);
+        take!(changed, REUSE_BUCKETS);
     }
 
     /// `value` in a recycled value buffer of its size class (a new one

@@ -117,7 +117,7 @@ use super::{
     PageImage, PendingWrite, ReaderView, Readers, RecoverCtx, Recovery, TestFaults,
 };
 use crate::base::header::seal_page1;
-use crate::base::pgmap::PgnoMap;
+use crate::base::pgmap::{reset_map, PgnoMap};
 use crate::base::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use crate::base::Synchronous;
 use crate::base::Tid;
@@ -1520,6 +1520,8 @@ impl Journal for WalJournal {
                     });
                 }
             }
+            // A bulk transaction's spills grew it: a drain walks every bucket.
+            reset_map(pending);
             idx.pending_tid = 0;
         }
         (w.which, w.frames) = (which, frames);
