@@ -193,7 +193,27 @@ pub struct Shard {
     pub cache: PageCache,
     /// Last committing TID per page.
     pub page_tid: PgnoMap<Tid>,
+    /// Entries of `page_tid` above which the next commit prunes it.
+    pub prune_at: usize,
 }
+
+impl Shard {
+    /// Drop the `page_tid` entries no snapshot can tell from "not written
+    /// this session": commits at or before `horizon`, which is at most the
+    /// oldest snapshot still registered and the newest published commit
+    /// (every later snapshot is newer). Every use of `page_tid` asks
+    /// whether a page's last commit is newer than a snapshot (P3, P11), so
+    /// the map need not keep one entry per page ever written: at a million
+    /// rows it held every page of the table, and each lookup missed the
+    /// CPU's caches. The next pruning waits until the map doubles.
+    pub fn prune_page_tids(&mut self, horizon: Tid) {
+        self.page_tid.retain(|_, t| *t > horizon);
+        self.prune_at = (2 * self.page_tid.len()).max(self.cache.capacity * PAGE_TID_FACTOR);
+    }
+}
+
+/// A shard's `page_tid` is pruned past this many entries per cached page.
+const PAGE_TID_FACTOR: usize = 4;
 
 /// The shared cache split by page number, so readers of different pages
 /// do not wait for one lock; hits take a shard's lock shared. Every shard
@@ -214,6 +234,7 @@ impl ShardedCache {
                     RwLock::new(Shard {
                         cache: PageCache::new(per),
                         page_tid: PgnoMap::default(),
+                        prune_at: per.max(8) * PAGE_TID_FACTOR,
                     })
                 })
                 .collect(),
@@ -240,6 +261,16 @@ impl ShardedCache {
             .iter()
             .map(|s| s.read().cache.misses.load(Relaxed))
             .sum()
+    }
+
+    /// [`Shard::prune_page_tids`] on every shard whose map is due.
+    pub fn prune_page_tids(&self, horizon: Tid) {
+        for s in self.shards.iter() {
+            let mut sh = s.write();
+            if sh.page_tid.len() > sh.prune_at {
+                sh.prune_page_tids(horizon);
+            }
+        }
     }
 
     /// Drop pages above `count` (the file shrank).

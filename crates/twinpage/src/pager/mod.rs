@@ -89,6 +89,14 @@
 //!   lock). The committed image stays cached without its node, flagged as
 //!   verified, so a reader decodes it again on a hit and the leaf
 //!   patch at commit may still build on it; a rollback leaves it so.
+//! - **P16** `page_tid` forgets a page's last commit only once that commit
+//!   is at or before every snapshot registered (readers, and writers of
+//!   protocols with snapshot reads) and the newest published commit: every
+//!   use asks whether the last commit is newer than a snapshot that is
+//!   registered or taken later, and both answers agree for such a commit
+//!   (commits sequenced but not yet published stay). The map then grows
+//!   with the pages written since the oldest open snapshot, not with the
+//!   table (`cache::Shard::prune_page_tids`).
 
 mod alloc;
 mod cache;
@@ -1469,6 +1477,7 @@ impl Pager {
     /// header (P1, P2). `pages` is emptied (its buffer is kept).
     fn install(&self, st: &mut WriteState, pages: &mut Vec<PageImage>) {
         let tid = st.txn.tid;
+        let mut prune = false;
         for img in pages.drain(..) {
             let node = match st.dirty.get(&img.pgno) {
                 Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => Some(n.clone()),
@@ -1476,6 +1485,7 @@ impl Pager {
             };
             let mut sh = self.cache.write(img.pgno);
             sh.page_tid.insert(img.pgno, tid);
+            prune |= sh.page_tid.len() > sh.prune_at;
             let evicted = sh.cache.put(
                 img.pgno,
                 CachedPage {
@@ -1493,6 +1503,16 @@ impl Pager {
             // The cache holds committed pages only, so nothing lies above
             // the count unless it shrank (a scan of every shard otherwise).
             self.cache.truncate(st.header.page_count);
+        }
+        if prune {
+            // P16: before this commit is published, so the horizon is at
+            // most the newest snapshot any reader or writer holds or takes.
+            let horizon = {
+                let sh = self.shared.lock();
+                let oldest = sh.readers.keys().next().copied().unwrap_or(Tid::MAX);
+                oldest.min(sh.header.fcc)
+            };
+            self.cache.prune_page_tids(horizon);
         }
         let mut sh = self.shared.lock();
         sh.header = st.header;
