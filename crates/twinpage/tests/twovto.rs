@@ -12,6 +12,7 @@ use std::time::Duration;
 use twinpage::cc::Protocol;
 use twinpage::storage::MemVfs;
 use twinpage::{Db, Error, JournalMode};
+use twinpage_sim::fault::{FaultKind, FaultPlan, FaultVfs};
 
 const PATH: &str = "/v.db";
 const MODES: [JournalMode; 2] = [JournalMode::Ips, JournalMode::DhlCc];
@@ -265,5 +266,164 @@ fn an_aborted_timestamp_leaves_a_gap_that_recovery_handles() {
         assert_eq!(db.get("t", b"c").unwrap().unwrap(), b"after");
         assert_eq!(db.get("t", b"a").unwrap(), None);
         db.check().unwrap();
+    }
+}
+
+/// The review's hazard: a writer that reads a page from the file while
+/// another writer's commit fails in place must not take the failed
+/// version as its base. Under 2VTO (as under every protocol with several
+/// writers) no uncommitted version reaches the file before its commit:
+/// writers keep their pages in memory, never spill (v1). So the only
+/// failure in place is a commit's own, after it was sequenced, and that
+/// poisons the handle (P7): no later commit on it, and recovery decides
+/// from the file alone. The first test pins the first half: an older
+/// writer with far more dirty pages than the cache writes nothing until it
+/// commits, a younger one reads the committed rows meanwhile and commits
+/// on them after the older rolls back. The second fails the older one's
+/// commit on its first write to the file.
+fn loaded(vfs: &MemVfs, mode: JournalMode, fail: Option<FaultPlan>) -> (FaultVfs, Db) {
+    let fv = FaultVfs::new(Arc::new(vfs.clone()), fail);
+    let o = mem_opts(vfs, mode, 1024)
+        .cache_size(8 * 1024)
+        .concurrency(Protocol::TwoVto)
+        .vfs(Arc::new(fv.clone()));
+    let db = Db::open(PATH, o).unwrap();
+    db.create_table("t").unwrap();
+    db.create_table("u").unwrap();
+    let mut load = db.begin_write().unwrap();
+    for i in 0..1500 {
+        load.put("t", &key(i), b"committed").unwrap();
+    }
+    load.commit().unwrap();
+    (fv, db)
+}
+
+fn committed_rows(extra: &[(&str, &[u8], &[u8])]) -> common::Model {
+    let mut m = common::Model::new();
+    m.insert(
+        "t".into(),
+        (0..1500).map(|i| (key(i), b"committed".to_vec())).collect(),
+    );
+    m.insert("u".into(), Default::default());
+    for (t, k, v) in extra {
+        m.get_mut(*t).unwrap().insert(k.to_vec(), v.to_vec());
+    }
+    m
+}
+
+#[test]
+fn an_older_writer_writes_nothing_before_its_commit() {
+    for mode in MODES {
+        let vfs = MemVfs::new();
+        let (_, db) = loaded(&vfs, mode, None);
+        let writes = db.stats().io.write_calls;
+        let mut older = db.begin_write().unwrap();
+        for i in 0..1500 {
+            older.put("t", &key(i), b"uncommitted").unwrap();
+        }
+        assert_eq!(db.stats().io.write_calls, writes, "{mode}: nothing spilled");
+        let mut younger = db.begin_write().unwrap();
+        for i in (0..1500).step_by(7) {
+            assert_eq!(
+                younger.get("t", &key(i)).unwrap().as_deref(),
+                Some(&b"committed"[..]),
+                "{mode}: row {i}"
+            );
+        }
+        younger.put("u", b"y", b"younger").unwrap();
+        older.rollback().unwrap();
+        younger.commit().unwrap();
+        let want = committed_rows(&[("u", b"y", b"younger")]);
+        common::assert_matches(&db, &want);
+        let image = vfs.duplicate();
+        drop(db);
+        common::assert_matches(&open(&image, mode, Protocol::TwoVto), &want);
+    }
+}
+
+#[test]
+fn a_commit_that_fails_in_place_poisons_the_younger_writers() {
+    for mode in MODES {
+        // An older writer rewrites every row, a younger one adds a row
+        // elsewhere; both then commit, the older first (2VTO's order).
+        let writers = |db: &Db| {
+            let mut older = db.begin_write().unwrap();
+            for i in 0..1500 {
+                older.put("t", &key(i), b"failed").unwrap();
+            }
+            let mut younger = db.begin_write().unwrap();
+            younger.put("u", b"y", b"younger").unwrap();
+            (older, younger)
+        };
+        // Count the calls up to the commits, then fail the first call of
+        // the older one's commit in a second, identical run.
+        let (fv, db) = loaded(&MemVfs::new(), mode, None);
+        let at = {
+            let _w = writers(&db);
+            fv.calls()
+        };
+        drop(db);
+        // Fail each call of the commits in turn, until the older commits.
+        let (mut undone, mut poisoned) = (0, 0);
+        for at in at.. {
+            let vfs = MemVfs::new();
+            let plan = FaultPlan {
+                kind: FaultKind::Eio,
+                at,
+            };
+            let (_, db) = loaded(&vfs, mode, Some(plan));
+            let (older, younger) = writers(&db);
+            if older.commit().is_ok() {
+                break;
+            }
+            let want = match younger.commit() {
+                // Failed after it was sequenced (in place): the handle is
+                // poisoned and the younger cannot commit on it.
+                Err(e) => {
+                    assert!(matches!(e, Error::Poisoned(_)), "{mode} at {at}: {e}");
+                    poisoned += 1;
+                    committed_rows(&[])
+                }
+                // Failed before (nothing of it written): undone.
+                Ok(()) => {
+                    undone += 1;
+                    committed_rows(&[("u", b"y", b"younger")])
+                }
+            };
+            // Readers still read the committed rows, never the failed ones.
+            let r = db.begin_read().unwrap();
+            for i in (0..1500).step_by(7) {
+                assert_eq!(
+                    r.get("t", &key(i)).unwrap().as_deref(),
+                    Some(&b"committed"[..]),
+                    "{mode} at {at}"
+                );
+            }
+            drop(r);
+            drop(db);
+            // Recovery from the file alone: the committed state, or the
+            // failed commit whole if every page of it reached the file
+            // (its caller saw an error; durability was unknown).
+            let got = dump(&open(&vfs.duplicate(), mode, Protocol::TwoVto));
+            let whole = {
+                let mut m = committed_rows(&[]);
+                for v in m.get_mut("t").unwrap().values_mut() {
+                    *v = b"failed".to_vec();
+                }
+                m
+            };
+            assert!(
+                got == want || got == whole,
+                "{mode} at {at}: recovered {got:?}"
+            );
+            open(&vfs.duplicate(), mode, Protocol::TwoVto)
+                .check()
+                .unwrap();
+        }
+        eprintln!("{mode}: {undone} failures undone, {poisoned} poisoned the handle");
+        assert!(
+            poisoned > 0 && undone > 0,
+            "{mode}: {undone} undone, {poisoned} poisoned"
+        );
     }
 }

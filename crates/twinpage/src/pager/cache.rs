@@ -263,7 +263,7 @@ impl ShardedCache {
             .sum()
     }
 
-    /// [`Shard::prune_page_tids`] on every shard whose map is due.
+    /// `Shard::prune_page_tids` on every shard whose map is due.
     pub fn prune_page_tids(&self, horizon: Tid) {
         for s in self.shards.iter() {
             let mut sh = s.write();
