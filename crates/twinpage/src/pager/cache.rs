@@ -203,17 +203,20 @@ impl Shard {
     /// oldest snapshot still registered and the newest published commit
     /// (every later snapshot is newer). Every use of `page_tid` asks
     /// whether a page's last commit is newer than a snapshot (P3, P11), so
-    /// the map need not keep one entry per page ever written: at a million
-    /// rows it held every page of the table, and each lookup missed the
-    /// CPU's caches. The next pruning waits until the map doubles.
+    /// the map need not keep one entry per page ever written (after a
+    /// million-row load it held every page of the table, for the life of
+    /// the handle). The next pruning waits until the map doubles.
     pub fn prune_page_tids(&mut self, horizon: Tid) {
         self.page_tid.retain(|_, t| *t > horizon);
-        self.prune_at = (2 * self.page_tid.len()).max(self.cache.capacity * PAGE_TID_FACTOR);
+        self.prune_at = (2 * self.page_tid.len()).max(prune_floor(self.cache.capacity));
     }
 }
 
-/// A shard's `page_tid` is pruned past this many entries per cached page.
-const PAGE_TID_FACTOR: usize = 4;
+/// The fewest `page_tid` entries a shard of `capacity` cached pages prunes
+/// at: four per cached page.
+fn prune_floor(capacity: usize) -> usize {
+    4 * capacity
+}
 
 /// The shared cache split by page number, so readers of different pages
 /// do not wait for one lock; hits take a shard's lock shared. Every shard
@@ -231,10 +234,11 @@ impl ShardedCache {
         ShardedCache {
             shards: (0..n)
                 .map(|_| {
+                    let cache = PageCache::new(per);
                     RwLock::new(Shard {
-                        cache: PageCache::new(per),
+                        prune_at: prune_floor(cache.capacity),
+                        cache,
                         page_tid: PgnoMap::default(),
-                        prune_at: per.max(8) * PAGE_TID_FACTOR,
                     })
                 })
                 .collect(),
