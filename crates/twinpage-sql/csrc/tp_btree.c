@@ -569,14 +569,27 @@ SQLITE_PRIVATE int sqlite3BtreeCursor(
   pCur->eState = TP_CURSOR_INVALID;
   pCur->pCur = twinpage_bt_cursor(p->pConn, iTable, pKeyInfo==0, wrFlag!=0, o, &rc);
   if( pCur->pCur==0 ){
-    /* Rust took o and freed it on failure */
-    return rc ? rc : SQLITE_ERROR;
+    /* Rust took o and freed it on failure. OP_OpenRead/OpenWrite ignore
+    ** this function's result: the fault also makes the cursor's first
+    ** use fail with it. */
+    if( rc==SQLITE_OK ) rc = SQLITE_ERROR;
+    pCur->eState = TP_CURSOR_FAULT;
+    pCur->faultCode = rc;
+    return rc;
   }
   if( pKeyInfo && wrFlag ){
-    /* Record the index's key order in twinpage's catalog (once). */
+    /* Record the index's key order in twinpage's catalog (once). This
+    ** writes, so it can fail (a lost conflict): the cursor's first use
+    ** reports that (the VDBE does not look at what this returns). */
     unsigned char spec[512];
     int n = tpSpecOf(pKeyInfo, spec, (int)sizeof(spec));
-    if( n>0 ) twinpage_bt_create_table(p->pConn, -1, spec, n, &iTable);
+    if( n>0 ){
+      int rc2 = twinpage_bt_create_table(p->pConn, -1, spec, n, &iTable);
+      if( rc2!=SQLITE_OK ){
+        pCur->eState = TP_CURSOR_FAULT;
+        pCur->faultCode = rc2;
+      }
+    }
   }
   pCur->pNext = p->pCursor;
   p->pCursor = pCur;

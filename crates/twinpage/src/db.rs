@@ -860,17 +860,37 @@ pub struct WriteTxn {
     /// An operation failed half-way (its tree changes may be partial, a
     /// spill may have failed): the transaction can only roll back (or
     /// roll back to a savepoint).
-    failed: Option<String>,
+    failed: Option<Failure>,
     /// Open savepoints, oldest first.
     savepoints: Vec<Savepoint>,
     /// How it entered the writer gate (multi-writer protocols).
     gate: Option<Entry>,
 }
 
+/// Why a write transaction can only roll back.
+enum Failure {
+    /// It lost a conflict (2VTO's AFUW wound, a failed validation): every
+    /// later operation reports the same conflict, so a caller that missed
+    /// the first report (SQLite ignores errors from opening a cursor)
+    /// still sees a retryable error ([`Error::is_retryable`]).
+    Conflict {
+        page: Pgno,
+        table: Option<String>,
+        what: String,
+    },
+    /// Any other error half-way through an operation.
+    Other(String),
+}
+
 impl WriteTxn {
     fn aborted(&self) -> Result<()> {
         match &self.failed {
-            Some(why) => Err(Error::Aborted(format!(
+            Some(Failure::Conflict { page, table, what }) => Err(Error::Conflict {
+                page: *page,
+                table: table.clone(),
+                what: format!("an earlier operation of this transaction lost: {what}"),
+            }),
+            Some(Failure::Other(why)) => Err(Error::Aborted(format!(
                 "an earlier error aborted this transaction: {why}"
             ))),
             None => Ok(()),
@@ -910,7 +930,14 @@ impl WriteTxn {
                     | Error::ReadOnly(_)
             );
             if !harmless {
-                self.failed = Some(e.to_string());
+                self.failed = Some(match e {
+                    Error::Conflict { page, table, what } => Failure::Conflict {
+                        page: *page,
+                        table: table.clone(),
+                        what: what.clone(),
+                    },
+                    e => Failure::Other(e.to_string()),
+                });
             }
         }
         r

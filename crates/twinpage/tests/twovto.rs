@@ -186,6 +186,14 @@ fn a_younger_requester_aborts_instead_of_waiting() {
                 let mut younger = db.begin_write().unwrap();
                 let r = younger.put("t", b"k", b"2");
                 assert!(matches!(r, Err(Error::Conflict { .. })), "{mode}: {r:?}");
+                // A caller that ignored the conflict keeps getting it (a
+                // retryable error, not `Aborted`), up to its commit.
+                let r = younger.put("t", b"other", b"2");
+                assert!(matches!(r, Err(Error::Conflict { .. })), "{mode}: {r:?}");
+                let r = younger.get("t", b"k");
+                assert!(r.as_ref().is_err_and(Error::is_retryable), "{mode}: {r:?}");
+                let r = younger.commit();
+                assert!(r.as_ref().is_err_and(Error::is_retryable), "{mode}: {r:?}");
             });
         });
         older.commit().unwrap();

@@ -65,7 +65,8 @@ pub enum Error {
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// An earlier error in this transaction may have left its changes
-    /// partial: it can only roll back.
+    /// partial: it can only roll back. (One that lost a conflict reports
+    /// that [`Error::Conflict`] again instead, which is retryable.)
     #[error("transaction aborted: {0}")]
     Aborted(String),
     /// The transaction was already committed or rolled back.
