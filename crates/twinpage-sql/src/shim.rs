@@ -525,6 +525,9 @@ impl TpConn {
         } else {
             db.begin_write_within(wait)?
         };
+        // Its lock waits after the start follow this connection's busy
+        // timeout too, not the shared database's.
+        w.set_busy_timeout(busy);
         if let Some(seen) = seen {
             if w.base_tid()? != seen {
                 // Another connection committed after this one read.

@@ -342,3 +342,44 @@ fn a_conflict_while_opening_an_index_is_retryable() {
         integrity_ok(&a, &what);
     }
 }
+
+/// A connection's busy timeout (`sqlite3_busy_timeout`) bounds every wait
+/// of its transaction, the page locks its COMMIT takes included (they
+/// waited for the database's own timeout, five seconds, before). Under
+/// `page-lock` a COMMIT waits for the locks of a writer that touched the
+/// same pages and, at the connection's 50 ms, gives up with a retryable
+/// error long before five seconds.
+#[test]
+fn the_busy_timeout_bounds_the_waits_of_a_commit() {
+    for (m, p) in pairs() {
+        if !matches!(p, Protocol::PageLock | Protocol::PageLockRange) {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let u = uri(dir.path(), m, p);
+        let what = format!("{m} {p}");
+        let a = Connection::open(&u).unwrap();
+        let b = Connection::open(&u).unwrap();
+        a.busy_timeout(50);
+        b.busy_timeout(50);
+        a.execute_batch("CREATE TABLE t(x INT, y INT, PRIMARY KEY(x, y))")
+            .unwrap();
+        a.execute_batch("BEGIN; INSERT INTO t VALUES (1, 1)")
+            .unwrap();
+        b.execute_batch("BEGIN; INSERT INTO t VALUES (2, 2)")
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let r = a.execute_batch("COMMIT");
+        let waited = t0.elapsed();
+        let e = r.expect_err(&what);
+        assert!(e.is_busy(), "{what}: {e}");
+        assert!(waited < Duration::from_secs(2), "{what}: waited {waited:?}");
+        let _ = a.execute_batch("ROLLBACK");
+        b.execute_batch("COMMIT").unwrap();
+        retrying(&a, "BEGIN", || {
+            a.execute_batch("INSERT INTO t VALUES (1, 1)")
+        });
+        assert_eq!(int(&a, "SELECT count(*) FROM t"), 2, "{what}");
+        integrity_ok(&a, &what);
+    }
+}

@@ -947,6 +947,17 @@ impl WriteTxn {
         Ok(self.pages()?.st.header.catalog_root)
     }
 
+    /// How long this transaction's later lock waits may take (page locks
+    /// under `page-lock`, the exclusive lock of a spill or commit, waits
+    /// for the commit order and the locks at commit); by default the
+    /// database's `busy_timeout`. The SQL front end sets each
+    /// connection's `sqlite3_busy_timeout` here.
+    pub fn set_busy_timeout(&mut self, timeout: Duration) {
+        if let Some(p) = &mut self.pages {
+            p.st.txn.busy_timeout = Some(timeout);
+        }
+    }
+
     /// The TID of the last commit this transaction started from.
     pub fn base_tid(&self) -> Result<u64> {
         Ok(self.pages()?.st.txn.snapshot)

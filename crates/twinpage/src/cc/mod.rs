@@ -200,6 +200,17 @@ pub struct Txn {
     pub tid: Tid,
     /// The last commit the transaction sees (its start timestamp).
     pub snapshot: Tid,
+    /// How long this transaction's lock waits may take; `None`: the busy
+    /// timeout the lock manager was made with. The pager sets it (a SQL
+    /// connection's `sqlite3_busy_timeout` is per transaction).
+    pub busy_timeout: Option<Duration>,
+}
+
+impl Txn {
+    /// The wait allowed for one of this transaction's locks.
+    pub fn timeout_or(&self, default: Duration) -> Duration {
+        self.busy_timeout.unwrap_or(default)
+    }
 }
 
 /// What a protocol needs from the pager, read once at open: the pager
@@ -308,6 +319,7 @@ pub trait LockManager: Send + Sync {
             id: next_txn_id(),
             tid: committed + 1,
             snapshot: committed,
+            busy_timeout: None,
         }
     }
 

@@ -86,6 +86,7 @@ mod tests {
             id: 1,
             tid: 6,
             snapshot: 5,
+            busy_timeout: None,
         };
         let last = |p: Pgno| if p == 7 { 9 } else { 3 };
         let table = |p: Pgno| (p == 7).then(|| "t".to_string());

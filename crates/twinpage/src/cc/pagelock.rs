@@ -261,7 +261,7 @@ impl LockManager for PageLocks {
     }
 
     fn before_read(&self, txn: &Txn, pgno: Pgno, _page_tid: Tid) -> Result<()> {
-        self.lock(txn.id, pgno, false, self.timeout)
+        self.lock(txn.id, pgno, false, txn.timeout_or(self.timeout))
     }
 
     fn reader_page(&self, reader: u64, pgno: Pgno, timeout: Duration) -> Result<()> {

@@ -313,6 +313,7 @@ impl LockManager for TwoVto {
             id: next_txn_id(),
             tid: ts,
             snapshot: committed,
+            busy_timeout: None,
         }
     }
 

@@ -1160,7 +1160,13 @@ impl Pager {
         };
         let sp = self.txn_scratch();
         Ok(WriteState {
-            txn: self.locks.begin_txn(header.fcc),
+            txn: Txn {
+                // The transaction's lock waits (page locks, the exclusive
+                // lock, commit order) take the database's busy timeout
+                // unless it sets its own (`WritePages::set_busy_timeout`).
+                busy_timeout: Some(self.cfg.busy_timeout),
+                ..self.locks.begin_txn(header.fcc)
+            },
             snap: header,
             orig_header: header,
             header,
@@ -1315,7 +1321,8 @@ impl Pager {
 
     fn take_exclusive(&self, st: &mut WriteState) -> Result<()> {
         if !st.exclusive {
-            self.locks.lock_exclusive(self.cfg.busy_timeout)?;
+            self.locks
+                .lock_exclusive(st.txn.timeout_or(self.cfg.busy_timeout))?;
             st.exclusive = true;
         }
         Ok(())
@@ -2420,7 +2427,7 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         if st.is_clean() {
             return Ok(None);
         }
-        let timeout = pager.cfg.busy_timeout;
+        let timeout = st.txn.timeout_or(pager.cfg.busy_timeout);
         let mut writes = std::mem::take(&mut st.pgnos);
         writes.clear();
         writes.extend(st.dirty.keys().copied());
