@@ -363,7 +363,13 @@ fn mark_bits(bits: &mut [u64], s: usize, e: usize) {
         bits[ws] |= lo & hi;
     } else {
         bits[ws] |= lo;
-        bits[ws + 1..we].fill(!0);
+        // A cell spans a word or two: a plain loop, not a call to memset
+        // (`fill`), which cost more than the marking itself.
+        let mut w = ws + 1;
+        while w < we {
+            bits[w] = !0;
+            w += 1;
+        }
         bits[we] |= hi;
     }
 }
