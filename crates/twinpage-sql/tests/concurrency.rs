@@ -71,6 +71,19 @@ fn retrying<T>(
     }
 }
 
+/// A fresh database for `(m, p)`, what to call it in messages, and two
+/// connections to it (the temporary directory lives as long as the first).
+fn two_connections(
+    m: JournalMode,
+    p: Protocol,
+) -> (tempfile::TempDir, String, Connection, Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let u = uri(dir.path(), m, p);
+    let a = Connection::open(&u).unwrap();
+    let b = Connection::open(&u).unwrap();
+    (dir, format!("{m} {p}"), a, b)
+}
+
 fn integrity_ok(c: &Connection, what: &str) {
     assert_eq!(
         c.query("PRAGMA integrity_check", &[]).unwrap(),
@@ -249,11 +262,7 @@ fn no_write_skew_between_plain_transactions() {
 #[test]
 fn plain_begin_is_concurrent_and_immediate_is_alone() {
     for (m, p) in pairs() {
-        let dir = tempfile::tempdir().unwrap();
-        let u = uri(dir.path(), m, p);
-        let what = format!("{m} {p}");
-        let a = Connection::open(&u).unwrap();
-        let b = Connection::open(&u).unwrap();
+        let (_dir, what, a, b) = two_connections(m, p);
         a.execute_batch("CREATE TABLE ta(x); CREATE TABLE tb(x);")
             .unwrap();
         b.busy_timeout(50);
@@ -320,11 +329,7 @@ fn plain_begin_is_concurrent_and_immediate_is_alone() {
 #[test]
 fn a_conflict_while_opening_an_index_is_retryable() {
     for (m, p) in pairs() {
-        let dir = tempfile::tempdir().unwrap();
-        let u = uri(dir.path(), m, p);
-        let what = format!("{m} {p}");
-        let a = Connection::open(&u).unwrap();
-        let b = Connection::open(&u).unwrap();
+        let (_dir, what, a, b) = two_connections(m, p);
         a.execute_batch("CREATE TABLE t(x INT, y INT, PRIMARY KEY(x, y))")
             .unwrap();
         a.execute_batch("BEGIN; INSERT INTO t VALUES (1, 1)")
@@ -355,11 +360,7 @@ fn the_busy_timeout_bounds_the_waits_of_a_commit() {
         if !matches!(p, Protocol::PageLock | Protocol::PageLockRange) {
             continue;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let u = uri(dir.path(), m, p);
-        let what = format!("{m} {p}");
-        let a = Connection::open(&u).unwrap();
-        let b = Connection::open(&u).unwrap();
+        let (_dir, what, a, b) = two_connections(m, p);
         a.busy_timeout(50);
         b.busy_timeout(50);
         a.execute_batch("CREATE TABLE t(x INT, y INT, PRIMARY KEY(x, y))")
