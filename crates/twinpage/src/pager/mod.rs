@@ -1163,7 +1163,7 @@ impl Pager {
             txn: Txn {
                 // The transaction's lock waits (page locks, the exclusive
                 // lock, commit order) take the database's busy timeout
-                // unless it sets its own (`WritePages::set_busy_timeout`).
+                // unless it sets its own (`WriteTxn::set_busy_timeout`).
                 busy_timeout: Some(self.cfg.busy_timeout),
                 ..self.locks.begin_txn(header.fcc)
             },
