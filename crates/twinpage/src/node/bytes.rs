@@ -72,6 +72,7 @@ enum Repr {
 impl Bytes {
     /// `buf[start..end]`, sharing `buf` (or copied inline when short).
     /// `None` if the range is not inside `buf`.
+    #[inline]
     pub fn shared(buf: &Arc<[u8]>, start: usize, end: usize) -> Option<Bytes> {
         if start > end || end > buf.len() {
             return None;
@@ -89,6 +90,7 @@ impl Bytes {
     /// A copy of `buf[start..end]`, which must be in bounds and at most
     /// [`INLINE`] bytes: a fixed-size copy of the window at `start` when
     /// `buf` holds one (the bytes past `end` are never read back).
+    #[inline]
     pub(crate) fn inline_at(buf: &[u8], start: usize, end: usize) -> Bytes {
         match buf.get(start..start + INLINE) {
             Some(window) => {

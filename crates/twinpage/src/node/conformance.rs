@@ -420,8 +420,73 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
 
 #[cfg(test)]
 mod tests {
-    use super::check_format;
-    use crate::node::{DhlFormat, IpsFormat, MvbtFormat, SlottedFormat, SlottedMetaFormat};
+    use super::{check_format, dec, enc, PAGE_SIZES};
+    use crate::base::Error;
+    use crate::node::{
+        DhlFormat, IpsFormat, LeafCell, MvbtFormat, Node, NodeFormat, SlottedFormat,
+        SlottedMetaFormat, Value,
+    };
+    use std::sync::Arc;
+
+    /// Formats that store a leaf's cells in key order must refuse a page
+    /// whose keys do not ascend (or repeat), whether the cells are plain
+    /// (decoded in one pass) or not (a value in an overflow chain).
+    #[test]
+    fn keys_out_of_order_are_corruption() {
+        let plain = |k: &[u8]| LeafCell {
+            key: k.into(),
+            value: Value::Inline(vec![7u8; 40].into()),
+        };
+        let chained = |k: &[u8]| LeafCell {
+            key: k.into(),
+            value: Value::Overflow { len: 5000, head: 9 },
+        };
+        let ordered = |v: &[LeafCell]| v.windows(2).all(|w| w[0].key < w[1].key);
+        let cases: Vec<Vec<LeafCell>> = vec![
+            vec![plain(b"a"), plain(b"c"), plain(b"b")],
+            vec![plain(b"a"), plain(b"a")],
+            vec![plain(&[1; 9]), plain(&[1; 8])],
+            vec![
+                plain(&[1, 2, 3, 4, 5, 6, 7, 9]),
+                plain(&[1, 2, 3, 4, 5, 6, 8, 9, 9]),
+            ],
+            vec![plain(&[4; 20]), plain(&[4; 19])],
+            vec![plain(b"a"), chained(b"c"), plain(b"b")],
+            vec![chained(b"b"), plain(b"a")],
+            // Ordered: must decode.
+            vec![
+                plain(&[1; 8]),
+                plain(&[1; 9]),
+                chained(&[2; 3]),
+                plain(&[2; 4]),
+            ],
+        ];
+        let formats: [&dyn NodeFormat; 3] = [&SlottedFormat, &SlottedMetaFormat, &DhlFormat];
+        for fmt in formats {
+            for &ps in PAGE_SIZES {
+                for cells in &cases {
+                    let node = Node::Leaf(cells.clone());
+                    let mut out = vec![0u8; ps];
+                    fmt.encode(5, &node, None, &enc(ps, 1), &mut out).unwrap();
+                    let shared: Arc<[u8]> = out.clone().into();
+                    for got in [
+                        fmt.decode(5, &out, &dec(ps, 1)),
+                        fmt.decode_shared(5, &shared, &dec(ps, 1)),
+                    ] {
+                        if ordered(cells) {
+                            assert_eq!(got.unwrap(), node, "{} {ps}", fmt.name());
+                        } else {
+                            assert!(
+                                matches!(got, Err(Error::Corruption { .. })),
+                                "{} {ps} {cells:?}: {got:?}",
+                                fmt.name()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn slotted_conforms() {

@@ -417,8 +417,8 @@ struct Scratch {
     /// Cells that need new bytes (the rest are shared with the committed
     /// version and stay where they are).
     new: Vec<usize>,
-    /// One bit per byte of the page: the committed cells' bytes.
-    bits: Vec<u64>,
+    /// The committed cells' byte runs, sorted (`free_gaps`' scratch).
+    runs: Vec<(usize, usize)>,
     free: Vec<(usize, usize)>,
     order: Vec<usize>,
     cell: Vec<u8>,
@@ -502,6 +502,11 @@ impl DhlFormat {
                 ),
             ));
         };
+        if h.kind == LEAF && checked[h.slot].is_none() {
+            if let Some(node) = Self::plain_leaf_version(pgno, page, &h, share, ctx, max_key)? {
+                return Ok(node);
+            }
+        }
         let cells = match checked[h.slot].take() {
             Some(c) => c,
             None => {
@@ -554,6 +559,54 @@ impl DhlFormat {
         }
     }
 
+    /// Decode leaf version `h` (vouched for by the page checksum) in one
+    /// pass when every cell is plain (`cell::Reader::plain`: most leaves),
+    /// ordering neighbours on the page's bytes; `Ok(None)` sends any other
+    /// page down the general path, which checks it again from the start.
+    fn plain_leaf_version(
+        pgno: Pgno,
+        page: &[u8],
+        h: &SlotHeader,
+        share: Option<&Arc<[u8]>>,
+        ctx: &DecodeCtx,
+        max_key: usize,
+    ) -> Result<Option<Node>> {
+        let ps = page.len();
+        if h.n > max_rows(ps) {
+            return Ok(None);
+        }
+        let min = ROWS_AT + ROW_LEN * h.n;
+        let bytewise = ctx.order.bytewise();
+        let mut out: Vec<LeafCell> = Vec::with_capacity(h.n);
+        let mut prev: Option<(usize, usize)> = None;
+        for i in 0..h.n {
+            let off = be16(page, row_at(i, h.slot));
+            if off < min || off >= ps {
+                return Ok(None);
+            }
+            let mut r = Reader::new(page, off, ps, pgno).sharing(share);
+            let Some((c, ks, vs)) = r.plain(max_key) else {
+                return Ok(None);
+            };
+            if let Some((pk, pv)) = prev {
+                let ok = if bytewise {
+                    cell::key_lt(&page[pk..pv], &page[ks..vs])
+                } else {
+                    ctx.order.compare(&page[pk..pv], &page[ks..vs]).is_lt()
+                };
+                if !ok {
+                    return Err(corrupt(
+                        pgno,
+                        format!("slot header {}: cell {i} keys out of order", h.slot),
+                    ));
+                }
+            }
+            prev = Some((ks, vs));
+            out.push(c);
+        }
+        Ok(Some(Node::Leaf(out)))
+    }
+
     /// The committed version a writer with TID `tid` must preserve: the
     /// valid header with the highest TID below `tid`.
     fn committed_slot(page: &[u8], tid: u64) -> Option<SlotHeader> {
@@ -594,7 +647,7 @@ impl DhlFormat {
             lens,
             offsets,
             new,
-            bits,
+            runs,
             free,
             order,
             cell: scratch,
@@ -738,7 +791,7 @@ impl DhlFormat {
             rows_end,
             ps,
             spans.iter().map(|c| (c.0, c.0 + c.1)),
-            bits,
+            runs,
             free,
         );
         // Largest cells first, each at the top of the highest gap that

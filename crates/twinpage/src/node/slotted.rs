@@ -113,6 +113,9 @@ fn decode(
                 ctx.order.compare(a, b).is_lt()
             }
     };
+    // Where the previous cell's key lies when it was a plain cell: plain
+    // neighbours (most cells) are ordered on the page's bytes.
+    let mut prev: Option<(usize, usize)> = None;
     for i in 0..n {
         let off = be_u16(page, HEADER + 2 * i);
         if off < content || off >= page.len() {
@@ -122,6 +125,22 @@ fn decode(
         }
         let mut r = Reader::new(page, off, page.len(), pgno).sharing(share);
         let in_order = if kind == LEAF {
+            if let Some((c, ks, vs)) = r.plain(max_key) {
+                let ok = match prev {
+                    Some((pk, pv)) if bytewise => cell::key_lt(&page[pk..pv], &page[ks..vs]),
+                    Some((pk, pv)) => ctx.order.compare(&page[pk..pv], &page[ks..vs]).is_lt(),
+                    None => leaf
+                        .last()
+                        .is_none_or(|p: &LeafCell| ordered(&p.key, &c.key)),
+                };
+                prev = Some((ks, vs));
+                leaf.push(c);
+                if !ok {
+                    return Err(corrupt(format!("cell {i}: keys out of order")));
+                }
+                continue;
+            }
+            prev = None;
             let c = r.leaf(i, max_key)?;
             let ok = leaf
                 .last()
