@@ -321,76 +321,40 @@ pub(crate) fn seal_patched(
 }
 
 /// The gaps of `[from, end)` that no run of `used` covers, ascending, into
-/// `out`. Runs (half-open) are clipped to `[from, end)`. Each run is
-/// marked in a bitmap of the page (one bit per byte, `bits` is scratch)
-/// instead of being sorted: a later version's cells lie in no useful
-/// order, and marking is O(runs + page / 64).
+/// `out`. Runs (half-open) are clipped to `[from, end)` and sorted by start
+/// in `runs` (scratch): a page's cells mostly lie in key order, packed from
+/// the page end down, so the runs come nearly sorted (ascending or
+/// descending) and an insertion sort all but walks them.
 pub(crate) fn free_gaps(
     from: usize,
     end: usize,
     used: impl Iterator<Item = (usize, usize)>,
-    bits: &mut Vec<u64>,
+    runs: &mut Vec<(usize, usize)>,
     out: &mut Vec<(usize, usize)>,
 ) {
     out.clear();
-    let words = end.div_ceil(64);
-    bits.clear();
-    bits.resize(words, 0);
-    mark_bits(bits, 0, from.min(end));
-    for (s, e) in used {
-        mark_bits(bits, s.max(from).min(end), e.min(end));
+    runs.clear();
+    runs.extend(
+        used.map(|(s, e)| (s.max(from), e.min(end)))
+            .filter(|&(s, e)| s < e),
+    );
+    if runs
+        .first()
+        .zip(runs.last())
+        .is_some_and(|(f, l)| f.0 > l.0)
+    {
+        runs.reverse();
     }
-    if !end.is_multiple_of(64) {
-        bits[words - 1] |= !0u64 << (end % 64);
-    }
-    let mut pos = 0;
-    while let Some(s) = next_bit(bits, pos, false) {
-        let e = next_bit(bits, s, true).unwrap_or(words * 64);
-        out.push((s, e.min(end)));
-        pos = e;
-    }
-}
-
-/// Set bits `s..e` of `bits`.
-fn mark_bits(bits: &mut [u64], s: usize, e: usize) {
-    if s >= e {
-        return;
-    }
-    let (ws, we) = (s / 64, (e - 1) / 64);
-    let lo = !0u64 << (s % 64);
-    let hi = !0u64 >> (63 - (e - 1) % 64);
-    if ws == we {
-        bits[ws] |= lo & hi;
-    } else {
-        bits[ws] |= lo;
-        // A cell spans a word or two: a plain loop, not a call to memset
-        // (`fill`), which cost more than the marking itself.
-        let mut w = ws + 1;
-        while w < we {
-            bits[w] = !0;
-            w += 1;
+    sort_nearly_sorted_by(runs, |a, b| a.0 < b.0);
+    let mut pos = from.min(end);
+    for &(s, e) in runs.iter() {
+        if s > pos {
+            out.push((pos, s));
         }
-        bits[we] |= hi;
+        pos = pos.max(e);
     }
-}
-
-/// The first bit at or after `from` that is set (`one`) or clear.
-fn next_bit(bits: &[u64], from: usize, one: bool) -> Option<usize> {
-    let mut w = from / 64;
-    let word = |w: usize| if one { bits[w] } else { !bits[w] };
-    if w >= bits.len() {
-        return None;
-    }
-    let mut x = word(w) & (!0u64 << (from % 64));
-    loop {
-        if x != 0 {
-            return Some(w * 64 + x.trailing_zeros() as usize);
-        }
-        w += 1;
-        if w >= bits.len() {
-            return None;
-        }
-        x = word(w);
+    if pos < end {
+        out.push((pos, end));
     }
 }
 
@@ -608,7 +572,7 @@ mod tests {
     fn free_gaps_are_the_complement_of_the_used_runs() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        let (mut bits, mut out) = (Vec::new(), Vec::new());
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
         for ps in [512usize, 4096, 65536] {
             for _ in 0..200 {
                 let from = rng.random_range(0..ps / 4);
@@ -618,7 +582,7 @@ mod tests {
                         (s, (s + rng.random_range(1..200)).min(ps))
                     })
                     .collect();
-                free_gaps(from, ps, runs.iter().copied(), &mut bits, &mut out);
+                free_gaps(from, ps, runs.iter().copied(), &mut scratch, &mut out);
                 let mut free = vec![true; ps];
                 free[..from].iter_mut().for_each(|f| *f = false);
                 for &(s, e) in &runs {
@@ -641,7 +605,7 @@ mod tests {
             }
         }
         // A page size that is not a multiple of 64 bytes.
-        free_gaps(10, 100, [(20, 30)].into_iter(), &mut bits, &mut out);
+        free_gaps(10, 100, [(20, 30)].into_iter(), &mut scratch, &mut out);
         assert_eq!(out, vec![(10, 20), (30, 100)]);
     }
 

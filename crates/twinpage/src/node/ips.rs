@@ -436,8 +436,8 @@ struct Scratch {
     tomb: Vec<usize>,
     /// Live records of the new version, (slot, offset, length).
     live: Vec<(usize, usize, usize)>,
-    /// One bit per byte of the page: the base's live records.
-    bits: Vec<u64>,
+    /// The base's live records' byte runs, sorted (`free_gaps`' scratch).
+    runs: Vec<(usize, usize)>,
     /// Where each of `new` goes (its record offset), in `new`'s order.
     place: Vec<usize>,
     /// Slots the base version tombstoned that the new version reuses.
@@ -849,7 +849,7 @@ impl IpsFormat {
             lo,
             ps,
             sc.spans.iter().map(|s| (s.0, s.0 + s.1)),
-            &mut sc.bits,
+            &mut sc.runs,
             &mut sc.holes,
         );
         // First fit from the top of the page down, each record at the top

@@ -557,12 +557,12 @@ fn stub_room(
     nslots: usize,
     members: usize,
     used: impl Iterator<Item = (usize, usize)>,
-    bits: &mut Vec<u64>,
+    runs: &mut Vec<(usize, usize)>,
     gaps: &mut Vec<(usize, usize)>,
 ) -> usize {
     const CELL: usize = STUB - 2;
     let from = slot_at(ps, nslots);
-    free_gaps(from, ps, used, bits, gaps);
+    free_gaps(from, ps, used, runs, gaps);
     // The first free run, if it starts at the slot array, is the gap the
     // array may grow into; the others are holes between members.
     let (gap, holes) = match gaps.split_first() {
@@ -649,8 +649,8 @@ struct Scratch {
     used: Vec<u64>,
     /// Byte ranges a write changed (the page checksum's patch).
     ranges: Vec<(usize, usize)>,
-    /// [`stub_room`]'s scratch: one bit per page byte, and the free runs.
-    bits: Vec<u64>,
+    /// [`stub_room`]'s scratch: the used runs, sorted, and the free ones.
+    runs: Vec<(usize, usize)>,
     gaps: Vec<(usize, usize)>,
     /// Members of the new version: (slot, offset, length).
     members: Vec<(usize, usize, usize)>,
@@ -1228,7 +1228,7 @@ impl MvbtFormat {
                     .filter(|(_, f)| **f != Fate::Drop)
                     .map(|(sp, _)| (sp.off, sp.off + sp.len))
                     .chain(sc.new.iter().map(|&(i, _, off)| (off, off + sc.lens[i]))),
-                &mut sc.bits,
+                &mut sc.runs,
                 &mut sc.gaps,
             )
         };
