@@ -259,6 +259,11 @@ pub struct Stats {
     /// Page cache misses since open (hits are not counted: that would
     /// make every reader write a shared counter).
     pub cache_misses: u64,
+    /// Single-row changes written as a patch of their leaf, without
+    /// decoding it, since open (on a page whose logical view the cache did
+    /// not hold: a value replaced by one of its size, a cell inserted or
+    /// removed where the format patches those).
+    pub leaves_patched: u64,
     /// Cumulative I/O since open.
     pub io: IoSnapshot,
     /// What recovery did at open.
@@ -689,6 +694,7 @@ impl Db {
             free_pages: h.freelist_count,
             fcc: h.fcc,
             cache_misses: p.cache_misses(),
+            leaves_patched: p.leaves_patched(),
             io: self.io_counters(),
             recovery: p.recovery.clone(),
             opened_after_crash: p.opened_after_crash,

@@ -5,7 +5,7 @@
 //! private pages (`pager::WritePages`).
 
 use crate::base::{KeyOrder, Pgno, Result};
-use crate::node::{Bytes, EncodeCtx, LeafCell, LeafChange, Node, NodeFormat, Value};
+use crate::node::{Bytes, EncodeCtx, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Value};
 use std::sync::Arc;
 
 /// Read access to pages (the committed state, or a writer's view).
@@ -141,6 +141,25 @@ pub trait PageWrite: PageRead {
     ) -> Result<Option<Node>> {
         let _ = (change, no_larger);
         self.put_node_if_fits(pgno, node)
+    }
+    /// Apply `patch` to the leaf `pgno` without its logical view, when
+    /// the page and the format allow it
+    /// ([`crate::node::NodeFormat::patch_leaf`]): `pgno` is a leaf where
+    /// `key` belongs (or the call declines), the cell changed holds no
+    /// overflow chain (nothing to free) and the leaf keeps fitting its
+    /// page without falling below the tree's underflow bound, so the tree
+    /// above does not change. `Ok(Some(existed))`: done (a delete of an
+    /// absent key writes nothing); `Ok(None)`: nothing was written, the
+    /// tree goes the general way. The default declines.
+    fn patch_leaf(
+        &mut self,
+        pgno: Pgno,
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        order: &dyn KeyOrder,
+    ) -> Result<Option<bool>> {
+        let _ = (pgno, key, patch, order);
+        Ok(None)
     }
     /// Whether `node` fits on a page this transaction allocates.
     fn fits_fresh(&self, node: &Node) -> bool {

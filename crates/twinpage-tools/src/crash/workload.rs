@@ -429,7 +429,17 @@ impl Generator {
                 let Some(key) = self.pick_key(t) else {
                     continue;
                 };
-                let value = self.value();
+                // Half the updates keep the value's size: the engine may
+                // then patch the leaf without decoding it.
+                let old_len = t.get(&key).map(Vec::len);
+                let value = match old_len {
+                    Some(len) if self.rng.random_bool(0.5) => {
+                        let mut v = vec![0u8; len];
+                        self.rng.fill_bytes(&mut v);
+                        v
+                    }
+                    _ => self.value(),
+                };
                 let t = work.tables.get_mut(&table).expect("name from the model");
                 t.insert(key.clone(), value.clone());
                 steps.push(Step::Put { table, key, value });

@@ -26,7 +26,9 @@ pub use cursor::RangeIter;
 pub use stable::{count, Cursor, ValueAt};
 
 use crate::base::{Error, KeyOrder, Pgno, Result};
-use crate::node::{overflow_key_local, Bytes, InteriorCell, LeafCell, LeafChange, Node, Value};
+use crate::node::{
+    overflow_key_local, Bytes, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, Value,
+};
 use crate::page::{PageRead, PageWrite};
 use std::sync::Arc;
 
@@ -374,6 +376,9 @@ struct Placed {
     /// cells to the node's siblings ([`spread`]) and splits it
     /// ([`split_node`]) only if they cannot take them.
     overflow: Option<Overflow>,
+    /// The leaf was patched where it stands and stays above the underflow
+    /// bound ([`PageWrite::patch_leaf`]): the parent has nothing to check.
+    settled: bool,
 }
 
 /// An overflowing node handed up to its parent.
@@ -388,6 +393,7 @@ impl Placed {
             first: pgno,
             split: None,
             overflow: None,
+            settled: false,
         }
     }
 }
@@ -536,6 +542,7 @@ fn place<P: PageWrite + ?Sized>(
             first: pgno,
             split: None,
             overflow: Some(Overflow { node, appended }),
+            settled: false,
         });
     }
     split_node(p, pgno, node, appended, pinned, cfg, order)
@@ -622,6 +629,7 @@ fn split_node<P: PageWrite + ?Sized>(
         first,
         split: Some(Split { sep, right }),
         overflow: None,
+        settled: false,
     })
 }
 
@@ -998,6 +1006,28 @@ fn modify<P: PageWrite + ?Sized>(
             "tree deeper than the maximum: cycle in child pointers",
         ));
     }
+    // A one-row change to a leaf whose logical view is not at hand: the
+    // pager patches the page (no decode), or declines. A delete may not
+    // leave the leaf below the bound at which `underflows` rebalances.
+    let patch = match op {
+        Op::Put(Some(Value::Inline(v))) => Some(LeafPatch::Put(v.as_slice())),
+        Op::Delete => Some(LeafPatch::Delete {
+            keep: p.format().capacity(p.page_size()) / 4,
+        }),
+        Op::Put(_) => None,
+    };
+    if let Some(patch) = patch {
+        if let Some(existed) = p.patch_leaf(pgno, key, patch, order)? {
+            if let Op::Put(v) = op {
+                if let Some(new) = v.take() {
+                    p.discard_value(new);
+                }
+            }
+            let mut placed = Placed::at(pgno);
+            placed.settled = true;
+            return Ok((existed, placed));
+        }
+    }
     let node = p.node(pgno, order)?;
     let pos = match &*node {
         Node::Leaf(cells) => Some(leaf_search(cells, key, order)),
@@ -1029,6 +1059,7 @@ fn modify<P: PageWrite + ?Sized>(
             let split = placed.split.is_some();
             let moved = split || placed.first != child;
             let may_rebalance = !split
+                && !placed.settled
                 && matches!(op, Op::Delete)
                 && existed
                 && underflows(p, cells, *right, idx, cfg, order)?.is_some();

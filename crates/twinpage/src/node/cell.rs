@@ -150,6 +150,19 @@ pub(crate) fn put_leaf(out: &mut [u8], at: usize, c: &LeafCell) {
     }
 }
 
+/// Write a plain leaf cell (an inline value, a key stored whole) of
+/// `key` and `value` at `out[at..]`, which the caller sized; returns
+/// where the value starts.
+pub(crate) fn put_plain_leaf(out: &mut [u8], at: usize, key: &[u8], value: &[u8]) -> usize {
+    out[at] = 0;
+    let mut p = put_varint(out, at + 1, key.len() as u64);
+    p = put_varint(out, p, value.len() as u64);
+    out[p..p + key.len()].copy_from_slice(key);
+    p += key.len();
+    out[p..p + value.len()].copy_from_slice(value);
+    p
+}
+
 /// Write an interior cell at `out[at..]` (the caller reserved [`interior_len`]).
 pub(crate) fn put_interior(out: &mut [u8], at: usize, c: &InteriorCell) {
     let mut p = at;
@@ -445,7 +458,7 @@ impl<'a> Reader<'a> {
     /// current position, where its key and value start and where it
     /// ends; `None` sends the caller down the checked path.
     #[inline]
-    fn plain_leaf(&self, max_key: usize) -> Option<(usize, usize, usize)> {
+    pub(crate) fn plain_leaf(&self, max_key: usize) -> Option<(usize, usize, usize)> {
         let p = self.pos;
         if self.page.get(p) != Some(&0) {
             return None;

@@ -50,9 +50,11 @@ use super::inpage::{
     VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_MAGIC, RAW_TAIL};
-use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
+use super::{
+    DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Patched,
+};
 use crate::base::pagesum::{self, SUM_LEN};
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -839,6 +841,154 @@ impl DhlFormat {
         }))
     }
 
+    /// [`NodeFormat::patch_leaf`] of a value: the committed leaf version with
+    /// the value under `key` replaced by one of its size, written as the
+    /// new version in the other slot header. Every other cell is shared;
+    /// the changed one goes to the top of the highest gap the committed
+    /// version leaves free (as [`DhlFormat::layout`] places it), and both
+    /// checksums are patched from the committed ones. Cells that are not
+    /// plain, or no gap, decline.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_value(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        value: &[u8],
+        order: &dyn KeyOrder,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let ps = ctx.page_size;
+        if base.len() != ps || out.len() != ps || ps < 512 {
+            return false;
+        }
+        let Some(vh) = Self::committed_slot(base, ctx.tid) else {
+            return false;
+        };
+        // The page checksum vouches for both versions (C5), so the
+        // committed version's own checksum is the one to patch.
+        let n = vh.n;
+        if vh.kind != LEAF
+            || n == 0
+            || n > max_rows(ps)
+            || !(ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT))
+        {
+            return false;
+        }
+        let max_key = self.max_key_len(ps);
+        let rows_end = ROWS_AT + ROW_LEN * n;
+        // Every committed cell: plain, inside the cell area.
+        let Scratch {
+            spans, runs, free, ..
+        } = sc;
+        spans.clear();
+        for i in 0..n {
+            let off = be16(base, row_at(i, vh.slot));
+            if off < rows_end || off >= ps {
+                return false;
+            }
+            let Some((ks, vs, end)) = Reader::new(base, off, ps, pgno).plain_leaf(max_key) else {
+                return false;
+            };
+            spans.push((off, end - off, ks, vs));
+        }
+        let bytewise = order.bytewise();
+        let found = spans.binary_search_by(|&(_, _, ks, vs)| {
+            if bytewise {
+                base[ks..vs].cmp(key)
+            } else {
+                order.compare(&base[ks..vs], key)
+            }
+        });
+        let Ok(j) = found else {
+            return false;
+        };
+        let (old_off, len, _, vs) = spans[j];
+        if old_off + len - vs != value.len() {
+            return false;
+        }
+        free_gaps(
+            rows_end,
+            ps,
+            spans.iter().map(|c| (c.0, c.0 + c.1)),
+            runs,
+            free,
+        );
+        let Some(gap) = free.iter().rev().find(|g| g.1 - g.0 >= len) else {
+            return false;
+        };
+        let new_off = gap.1 - len;
+        let head = vs - old_off;
+        out.copy_from_slice(base);
+        out[new_off..new_off + head].copy_from_slice(&base[old_off..vs]);
+        out[new_off + head..new_off + len].copy_from_slice(value);
+        let slot = 1 - vh.slot;
+        for (i, c) in spans.iter().enumerate() {
+            let off = if i == j { new_off } else { c.0 };
+            let at = row_at(i, slot);
+            out[at..at + 2].copy_from_slice(&(off as u16).to_be_bytes());
+        }
+        // The checksum message: pgno, 28 header bytes, then (u16 offset,
+        // cell) per cell; the same length for both versions.
+        let at_j = 4 + 28 + spans[..j].iter().map(|c| 2 + c.1).sum::<usize>();
+        let msg_len = at_j + spans[j..].iter().map(|c| 2 + c.1).sum::<usize>();
+        let mut h = SlotHeader {
+            slot,
+            kind: LEAF,
+            n,
+            flags: 0,
+            tid: ctx.tid,
+            right: 0,
+            txn_size: 0,
+            page_count: 0,
+            cells_len: (msg_len - 32) as u32,
+            crc: 0,
+        };
+        write_slot(out, &h);
+        let (hb_old, hb_new) = (vh.slot * SLOT_LEN, slot * SLOT_LEN);
+        let mut crc = vh.crc
+            ^ pagesum::run_term(
+                &base[hb_old..hb_old + 28],
+                &out[hb_new..hb_new + 28],
+                msg_len - 32,
+            );
+        let after = msg_len - at_j - 2;
+        crc ^= pagesum::run_term(
+            &(old_off as u16).to_be_bytes(),
+            &(new_off as u16).to_be_bytes(),
+            after,
+        );
+        crc ^= pagesum::run_term(
+            &base[old_off..old_off + len],
+            &out[new_off..new_off + len],
+            after - len,
+        );
+        h.crc = crc;
+        write_slot(out, &h);
+        debug_assert_eq!(
+            crc,
+            version_crc(
+                pgno,
+                out,
+                slot,
+                spans
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (if i == j { new_off } else { c.0 }, c.1))
+            ),
+            "patched version checksum, page {pgno}"
+        );
+        let ranges = [
+            (hb_new, hb_new + SLOT_LEN),
+            (ROWS_AT, rows_end),
+            (new_off, new_off + len),
+        ];
+        seal_patched(pgno, base, out, PAGE_SUM_AT, &ranges);
+        true
+    }
+
     fn check_len(pgno: Pgno, page: &[u8], ps: usize) -> Result<()> {
         if page.len() != ps || ps < 512 {
             return Err(corrupt(
@@ -1038,6 +1188,25 @@ impl NodeFormat for DhlFormat {
             )));
         }
         with_scratch(|sc| self.write_version(pgno, node, base, ctx, out, sc))
+    }
+
+    fn patch_leaf(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        order: &dyn KeyOrder,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<Option<Patched>> {
+        // A value of the same size under a key that is there; inserts and
+        // deletes go through the logical view.
+        let LeafPatch::Put(value) = patch else {
+            return Ok(None);
+        };
+        let done = with_scratch(|sc| self.patch_value(pgno, base, key, value, order, ctx, out, sc));
+        Ok(done.then_some(Patched::Written { existed: true }))
     }
 
     fn max_key_len(&self, page_size: usize) -> usize {

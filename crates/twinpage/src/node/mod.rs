@@ -157,6 +157,35 @@ pub struct EncodeCtx {
     pub leaf_change: Option<LeafChange>,
 }
 
+/// A one-row change written straight onto a leaf's page
+/// ([`NodeFormat::patch_leaf`]).
+#[derive(Debug, Clone, Copy)]
+pub enum LeafPatch<'a> {
+    /// Put an inline value under the key: over the old value if the key
+    /// is there (a value of the same size), as a new cell if not.
+    Put(&'a [u8]),
+    /// Remove the key's cell, if at least `keep` bytes of cells (each
+    /// with its slot, as [`NodeFormat::leaf_cell_size`] counts them) and
+    /// one cell stay on the page: the tree's underflow bound, below which
+    /// it merges or redistributes.
+    Delete {
+        /// Bytes of cells that must remain.
+        keep: usize,
+    },
+}
+
+/// What [`NodeFormat::patch_leaf`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patched {
+    /// `out` holds the changed page; `existed`: the key was there.
+    Written {
+        /// The key was in the leaf.
+        existed: bool,
+    },
+    /// The key to delete is not in the leaf: nothing to write.
+    Absent,
+}
+
 /// One change to a leaf (see [`EncodeCtx::leaf_change`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeafChange {
@@ -312,6 +341,30 @@ pub trait NodeFormat: Send + Sync {
     ) -> Result<bool> {
         let _ = (pgno, node, base, change, ctx, out);
         Ok(false)
+    }
+
+    /// Write into `out` the leaf `base` (the page's committed image, which
+    /// this format wrote) changed by `patch`, without decoding the node:
+    /// the key is found by a search of the page in `order`, and the page
+    /// is patched. `Ok(None)`, with `out` unspecified, declines (the cell
+    /// or the page is not one the format patches, the change does not fit
+    /// or would leave the leaf below [`LeafPatch::Delete`]'s `keep`): the
+    /// caller goes through the logical view. A base not verified since it
+    /// was read (`ctx.base_verified`) is verified first, or declined: a
+    /// patch may not seal damage it never checked. The default declines.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_leaf(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        order: &dyn KeyOrder,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<Option<Patched>> {
+        let _ = (pgno, base, key, patch, order, ctx, out);
+        Ok(None)
     }
 
     /// Longest key a cell stores whole at this page size. A longer key

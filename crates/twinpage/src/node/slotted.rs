@@ -23,9 +23,13 @@
 //! describes (local bytes and a chain head).
 
 use super::cell::{self, Reader};
-use super::{Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
+use super::{
+    Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, NodeFormat,
+    Patched,
+};
 use crate::base::pagesum::{self, SUM_LEN};
-use crate::base::{Error, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result};
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Page-type byte of a leaf.
@@ -352,6 +356,148 @@ fn encode_changed(
     true
 }
 
+/// [`NodeFormat::patch_leaf`] for the slotted formats. Only plain cells
+/// (`cell::Reader::plain_leaf`) are patched: a put over a value of the
+/// same size changes its bytes alone; a new cell goes below the cells
+/// (the page stays packed) with its slot inserted; a removed cell's bytes
+/// are closed up as [`encode_changed`] does. The reserved trailer is
+/// cleared, as every encode leaves it.
+#[allow(clippy::too_many_arguments)]
+fn patch_leaf(
+    pgno: Pgno,
+    base: &[u8],
+    key: &[u8],
+    patch: LeafPatch<'_>,
+    order: &dyn KeyOrder,
+    ctx: &EncodeCtx,
+    reserve: usize,
+    out: &mut [u8],
+) -> Option<Patched> {
+    let ps = ctx.page_size;
+    // Without page checksums nothing vouches for the rest of the page: the
+    // logical view decodes (and checks) it whole.
+    if !ctx.checksums
+        || base.len() != ps
+        || out.len() != ps
+        || ps < HEADER + reserve
+        || base[0] != LEAF
+        || !(ctx.base_verified || pagesum::verify(pgno, base, SUM_AT))
+    {
+        return None;
+    }
+    let n = be_u16(base, 2);
+    let content = be_u32(base, 4) as usize;
+    let limit = ps - reserve;
+    if HEADER + 2 * n > content || content > limit {
+        return None;
+    }
+    let max_key = SlottedFormat.max_key_len(ps);
+    let bytewise = order.bytewise();
+    // The cell at slot `i`: (offset, value start, end).
+    let cell_at = |i: usize| -> Option<(usize, usize, usize, usize)> {
+        let off = be_u16(base, HEADER + 2 * i);
+        if off < content || off >= limit {
+            return None;
+        }
+        let (ks, vs, end) = Reader::new(base, off, limit, pgno).plain_leaf(max_key)?;
+        Some((off, ks, vs, end))
+    };
+    let (mut lo, mut hi) = (0, n);
+    let mut found = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (off, ks, vs, end) = cell_at(mid)?;
+        let stored = &base[ks..vs];
+        let ord = if bytewise {
+            stored.cmp(key)
+        } else {
+            order.compare(stored, key)
+        };
+        match ord {
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
+            Ordering::Equal => {
+                found = Some((mid, off, vs, end));
+                break;
+            }
+        }
+    }
+    let mut ranges = [(2, 8), (0, 0), (0, 0), (limit, ps)];
+    let existed = found.is_some();
+    match (patch, found) {
+        (LeafPatch::Put(value), Some((_, _, vs, end))) => {
+            if end - vs != value.len() {
+                return None;
+            }
+            out.copy_from_slice(base);
+            out[vs..end].copy_from_slice(value);
+            // The header is unchanged: its run gives way to the value's.
+            ranges[0] = (vs, end);
+        }
+        (LeafPatch::Put(value), None) => {
+            // A plain cell: flags 0, one- or two-byte lengths.
+            let i = lo;
+            if key.len() > max_key || key.len() >= 1 << 14 || value.len() >= 1 << 14 {
+                return None;
+            }
+            let len = 1
+                + cell::varint_len(key.len() as u64)
+                + cell::varint_len(value.len() as u64)
+                + key.len()
+                + value.len();
+            if content < HEADER + 2 * (n + 1) + len {
+                return None;
+            }
+            let at = content - len;
+            out.copy_from_slice(base);
+            let vs = cell::put_plain_leaf(out, at, key, value);
+            debug_assert_eq!(vs + value.len(), content);
+            out.copy_within(HEADER + 2 * i..HEADER + 2 * n, HEADER + 2 * (i + 1));
+            out[HEADER + 2 * i..HEADER + 2 * i + 2].copy_from_slice(&(at as u16).to_be_bytes());
+            out[2..4].copy_from_slice(&((n + 1) as u16).to_be_bytes());
+            out[4..8].copy_from_slice(&(at as u32).to_be_bytes());
+            ranges[1] = (HEADER + 2 * i, HEADER + 2 * (n + 1));
+            ranges[2] = (at, content);
+        }
+        (LeafPatch::Delete { keep }, Some((i, off, _, end))) => {
+            let len = end - off;
+            // Cells packed below the limit, each with its slot.
+            let left = (limit - content - len) + 2 * (n - 1);
+            if n < 2 || left < keep {
+                return None;
+            }
+            out.copy_from_slice(base);
+            // Packed again: what lay below the cell moves up over it.
+            out.copy_within(content..off, content + len);
+            out[content..content + len].fill(0);
+            for j in 0..n {
+                if j == i {
+                    continue;
+                }
+                let o = be_u16(base, HEADER + 2 * j);
+                if (off..end).contains(&o) {
+                    // Another cell inside the removed one's bytes: damage.
+                    return None;
+                }
+                let moved = if o < off { o + len } else { o };
+                let slot = if j < i { j } else { j - 1 };
+                out[HEADER + 2 * slot..HEADER + 2 * slot + 2]
+                    .copy_from_slice(&(moved as u16).to_be_bytes());
+            }
+            out[HEADER + 2 * (n - 1)..HEADER + 2 * n].fill(0);
+            out[2..4].copy_from_slice(&((n - 1) as u16).to_be_bytes());
+            out[4..8].copy_from_slice(&((content + len) as u32).to_be_bytes());
+            ranges[1] = (HEADER, HEADER + 2 * n);
+            ranges[2] = (content, end);
+        }
+        (LeafPatch::Delete { .. }, None) => return Some(Patched::Absent),
+    }
+    out[limit..].fill(0);
+    let s = pagesum::patched_sum(pgno, base, out, SUM_AT, &ranges);
+    out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
+    Some(Patched::Written { existed })
+}
+
 /// A free page holds the last image this format wrote there (a tree page
 /// or a raw page, checksum intact) or was never written.
 fn check_free(pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<()> {
@@ -430,6 +576,21 @@ macro_rules! slotted_impl {
                 out: &mut [u8],
             ) -> Result<bool> {
                 Ok(encode_changed(pgno, node, base, change, ctx, $reserve, out))
+            }
+
+            fn patch_leaf(
+                &self,
+                pgno: Pgno,
+                base: &[u8],
+                key: &[u8],
+                patch: LeafPatch<'_>,
+                order: &dyn KeyOrder,
+                ctx: &EncodeCtx,
+                out: &mut [u8],
+            ) -> Result<Option<Patched>> {
+                Ok(patch_leaf(
+                    pgno, base, key, patch, order, ctx, $reserve, out,
+                ))
             }
 
             fn max_key_len(&self, page_size: usize) -> usize {

@@ -122,7 +122,9 @@ use crate::journal::{
     Journal, ModeOptions, ModeSpec, OriginalSource, PageImage, PreOpenCtx, ReaderView, Readers,
     RecoverCtx, Recovery, TestFaults,
 };
-use crate::node::{Bytes, DecodeCtx, EncodeCtx, LeafCell, LeafChange, Node, NodeFormat, Value};
+use crate::node::{
+    Bytes, DecodeCtx, EncodeCtx, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Patched, Value,
+};
 use crate::page::{PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::{Condvar, Mutex};
@@ -287,6 +289,9 @@ pub struct Pager {
     /// The emptied collections of the last write transaction, reused by
     /// the next (no allocation per transaction for them once grown).
     spare: Mutex<Spare>,
+    /// Leaf changes written by patching the page without its logical
+    /// view, since open (`patch_leaf`).
+    leaves_patched: AtomicU64,
     /// The state (P6), in [`PagerState::Error`] why, and the open writers.
     state: Mutex<StateBox>,
     locks: Arc<dyn LockManager>,
@@ -457,6 +462,7 @@ impl Pager {
             installed: Mutex::new(0),
             install_cv: Condvar::new(),
             spare: Mutex::new(Spare::default()),
+            leaves_patched: AtomicU64::new(0),
             state: Mutex::new(StateBox {
                 state: PagerState::Idle,
                 why: None,
@@ -748,6 +754,12 @@ impl Pager {
     /// Cache misses since open.
     pub fn cache_misses(&self) -> u64 {
         self.cache.misses()
+    }
+
+    /// Single-row changes written as a patch of their leaf, without its
+    /// logical view, since open.
+    pub fn leaves_patched(&self) -> u64 {
+        self.leaves_patched.load(Ordering::Relaxed)
     }
 
     /// Run `f` on the committed node `pgno` as of `snap`: in place in the
@@ -1267,7 +1279,8 @@ impl Pager {
     fn encode_dirty(&self, st: &WriteState, pgno: Pgno, d: &Dirty, tid: u64) -> Result<Arc<[u8]>> {
         match d {
             // Sealed when it was put (`put_raw`): handed on as it is.
-            Dirty::Raw(r) | Dirty::Encoded(_, r) => Ok(r.clone()),
+            Dirty::Raw(r) | Dirty::Encoded(_, r) | Dirty::Image(Some(r)) => Ok(r.clone()),
+            Dirty::Image(None) => Err(image_gone(pgno)),
             Dirty::Node(n) => {
                 if let Some(out) = self.encode_changed(st, pgno, n, tid)? {
                     return Ok(out);
@@ -1486,9 +1499,10 @@ impl Pager {
         let tid = st.txn.tid;
         let mut prune = false;
         for img in pages.drain(..) {
-            let node = match st.dirty.get(&img.pgno) {
-                Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => Some(n.clone()),
-                _ => None,
+            let (node, patched) = match st.dirty.get(&img.pgno) {
+                Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => (Some(n.clone()), false),
+                Some(Dirty::Image(_)) => (None, true),
+                _ => (None, false),
             };
             let mut sh = self.cache.write(img.pgno);
             sh.page_tid.insert(img.pgno, tid);
@@ -1497,7 +1511,9 @@ impl Pager {
                 img.pgno,
                 CachedPage {
                     raw: img.data,
-                    verified: node.is_some(),
+                    // Encoded here: from its node, or patched from a
+                    // verified image.
+                    verified: node.is_some() || patched,
                     node,
                 },
             );
@@ -1771,6 +1787,11 @@ fn zeroed_page(ps: usize) -> Arc<[u8]> {
 }
 
 /// The bytes of a buffer this code just built (so not yet shared).
+/// A patched page read after its commit moved the image to the journal.
+fn image_gone(pgno: Pgno) -> Error {
+    Error::Internal(format!("page {pgno}: read after its commit began"))
+}
+
 fn unique(buf: &mut Arc<[u8]>) -> Result<&mut [u8]> {
     Arc::get_mut(buf).ok_or_else(|| Error::Internal("a fresh page buffer is shared".into()))
 }
@@ -1843,11 +1864,21 @@ enum Dirty {
     /// (`put_node_if_fits`), not again at commit.
     Encoded(Arc<Node>, Arc<[u8]>),
     Raw(Arc<[u8]>),
+    /// A tree page patched without its node (`patch_leaf`): the
+    /// node is decoded from the image if the transaction reads the page
+    /// again. The commit moves the image to the journal (which may finish
+    /// it in place: a commit record), leaving `None`; a transaction's
+    /// commit runs once (`WriteTxn::commit` takes it), so nothing reads
+    /// the page after.
+    Image(Option<Arc<[u8]>>),
 }
 
 impl Dirty {
     /// Move the image out of an encoded page (its node stays).
     fn take_image(&mut self) -> Option<Arc<[u8]>> {
+        if let Dirty::Image(img) = self {
+            return img.take();
+        }
         let Dirty::Encoded(n, _) = self else {
             return None;
         };
@@ -2135,10 +2166,11 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
         }
         match self.st.dirty.get(&pgno) {
             Some(Dirty::Node(n) | Dirty::Encoded(n, _)) => return Ok(n.clone()),
-            Some(Dirty::Raw(r)) => {
+            Some(Dirty::Raw(r) | Dirty::Image(Some(r))) => {
                 let ctx = self.pager.decode_ctx(self.st.txn.tid, order);
                 return Ok(Arc::new(self.pager.decode_page(pgno, r, &ctx, self)?));
             }
+            Some(Dirty::Image(None)) => return Err(image_gone(pgno)),
             None => {}
         }
         self.note_read(pgno)?;
@@ -2155,7 +2187,10 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
     fn raw(&self, pgno: Pgno) -> Result<Arc<[u8]>> {
         self.check_range(pgno)?;
         match self.st.dirty.get(&pgno) {
-            Some(Dirty::Raw(r) | Dirty::Encoded(_, r)) => return Ok(r.clone()),
+            Some(Dirty::Raw(r) | Dirty::Encoded(_, r) | Dirty::Image(Some(r))) => {
+                return Ok(r.clone())
+            }
+            Some(Dirty::Image(None)) => return Err(image_gone(pgno)),
             Some(d @ Dirty::Node(_)) => {
                 return self.pager.encode_dirty(&self.st, pgno, d, self.st.txn.tid)
             }
@@ -2203,6 +2238,68 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
 
     fn value_bytes(&mut self, value: &[u8]) -> Bytes {
         self.pager.value_bytes(value)
+    }
+
+    /// Only where the logical view would cost a decode: a page this
+    /// transaction has not written, whose node the cache does not hold,
+    /// under the one-writer protocol without read hooks (the tree's read
+    /// of the page would record nothing).
+    fn patch_leaf(
+        &mut self,
+        pgno: Pgno,
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        order: &dyn KeyOrder,
+    ) -> Result<Option<bool>> {
+        let prof = self.pager.profile;
+        if prof.multi_writer
+            || prof.page_hooks
+            || prof.track_reads
+            || pgno < 2
+            || self.st.dirty.contains_key(&pgno)
+            || !self.st.committed_is_base(pgno)
+        {
+            return Ok(None);
+        }
+        if let Some(p) = self.pager.cache.read(pgno).cache.lookup(pgno) {
+            if p.node.is_some() {
+                return Ok(None);
+            }
+        }
+        self.check_range(pgno)?;
+        let base = self
+            .pager
+            .committed_raw(pgno, self.read_point())
+            .map_err(|e| self.version_gone(pgno, e))?;
+        let mut ctx = self.pager.encode_ctx(self.st.txn.tid);
+        ctx.base_verified = self.pager.is_verified(pgno, &base);
+        let mut out = self.pager.page_buffer();
+        let done = self.pager.format.patch_leaf(
+            pgno,
+            &base,
+            key,
+            patch,
+            order,
+            &ctx,
+            unique(&mut out)?,
+        )?;
+        let existed = match done {
+            Some(Patched::Written { existed }) => existed,
+            Some(Patched::Absent) => {
+                self.pager.keep_buffer(out);
+                return Ok(Some(false));
+            }
+            None => {
+                self.pager.keep_buffer(out);
+                return Ok(None);
+            }
+        };
+        self.first_write(pgno)?;
+        self.mark_put(pgno);
+        self.st.dirty.insert(pgno, Dirty::Image(Some(out)));
+        self.pager.leaves_patched.fetch_add(1, Ordering::Relaxed);
+        self.maybe_spill()?;
+        Ok(Some(existed))
     }
 
     fn note_change(&mut self, pgno: Pgno, change: LeafChange) {

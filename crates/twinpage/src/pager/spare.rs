@@ -117,6 +117,12 @@ impl Pager {
         self.keep_page(&mut sp, raw);
     }
 
+    /// Give back a page buffer taken with [`Pager::page_buffer`] and not
+    /// used.
+    pub(super) fn keep_buffer(&self, page: Arc<[u8]>) {
+        self.keep_page(&mut self.spare.lock(), page);
+    }
+
     /// Keep a page buffer if nothing else holds it.
     fn keep_page(&self, sp: &mut Spare, mut page: Arc<[u8]>) {
         if page.len() == self.db.page_size
