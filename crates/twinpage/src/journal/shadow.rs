@@ -922,7 +922,6 @@ impl DashJournal {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn commit_inner(
         &self,
         st: &mut State,
