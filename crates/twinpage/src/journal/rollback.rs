@@ -59,6 +59,8 @@ pub struct RollbackJournal {
     /// The journal's path, worked out once (the delete mode opens and
     /// removes the file every transaction).
     jpath: OnceLock<PathBuf>,
+    /// Its directory, synced after every create (and, at EXTRA, unlink).
+    jdir: OnceLock<PathBuf>,
 }
 
 #[derive(Default)]
@@ -119,11 +121,16 @@ impl RollbackJournal {
             faults,
             st: Mutex::default(),
             jpath: OnceLock::new(),
+            jdir: OnceLock::new(),
         }
     }
 
     fn journal_path(&self, db: &Path) -> &Path {
         self.jpath.get_or_init(|| Self::path(db))
+    }
+
+    fn journal_dir(&self, db: &Path) -> &Path {
+        self.jdir.get_or_init(|| parent_dir(db))
     }
 
     fn path(db: &Path) -> PathBuf {
@@ -187,7 +194,7 @@ impl RollbackJournal {
             if created {
                 // A new journal's directory entry must be durable before
                 // the database is touched, or a crash could lose it.
-                db.vfs.sync_dir(&parent_dir(&db.path))?;
+                db.vfs.sync_dir(self.journal_dir(&db.path))?;
             }
         }
         Ok(())
@@ -204,7 +211,7 @@ impl RollbackJournal {
                     vfs.remove(self.journal_path(db_path))?;
                     st.file = None;
                     if self.sync == Synchronous::Extra {
-                        vfs.sync_dir(&parent_dir(db_path))?;
+                        vfs.sync_dir(self.journal_dir(db_path))?;
                     }
                 }
                 RollbackKind::Truncate => {

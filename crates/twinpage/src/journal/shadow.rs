@@ -31,7 +31,8 @@ use crate::base::{Header, HEADER_LEN};
 use crate::storage::{parent_dir, with_suffix, OpenFlags, Vfs, VfsFile};
 use crate::storage::{wait_os_lock, DbFile};
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
+use std::mem::take;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,38 +87,44 @@ enum Gpl {
 }
 
 impl Gpl {
-    /// The list for a transaction that wrote `pages`, or `All` if the GPL
-    /// cannot hold it.
-    fn of(pages: &BTreeSet<Pgno>, page_size: usize) -> Gpl {
-        if pages.len() <= gpl_capacity(page_size) {
-            Gpl::Pages(pages.iter().copied().collect())
-        } else {
-            Gpl::All
+    /// Append pages 2..=`page_count` that are listed (page 1 is handled
+    /// apart) to `out`, in order.
+    fn data_pages_into(&self, page_count: u32, out: &mut Vec<Pgno>) {
+        match self {
+            Gpl::All => out.extend(2..=page_count),
+            Gpl::Pages(v) => out.extend(v.iter().copied().filter(|&p| p >= 2 && p <= page_count)),
         }
     }
 
     /// Pages 2..=`page_count` that are listed (page 1 is handled apart).
     fn data_pages(&self, page_count: u32) -> Vec<Pgno> {
-        match self {
-            Gpl::All => (2..=page_count).collect(),
-            Gpl::Pages(v) => v
-                .iter()
-                .copied()
-                .filter(|&p| p >= 2 && p <= page_count)
-                .collect(),
-        }
+        let mut v = Vec::new();
+        self.data_pages_into(page_count, &mut v);
+        v
     }
 
     fn union(&self, other: &Gpl) -> Gpl {
         match (self, other) {
             (Gpl::Pages(a), Gpl::Pages(b)) => {
-                let s: BTreeSet<Pgno> = a.iter().chain(b).copied().collect();
-                Gpl::Pages(s.into_iter().collect())
+                let mut v: Vec<Pgno> = a.iter().chain(b).copied().collect();
+                v.sort_unstable();
+                v.dedup();
+                Gpl::Pages(v)
             }
             _ => Gpl::All,
         }
     }
 }
+
+/// A GPL to write: every page, or these pages (sorted, distinct).
+#[derive(Debug, Clone, Copy)]
+enum GplRef<'a> {
+    All,
+    Pages(&'a [Pgno]),
+}
+
+/// The empty GPL (a reset, or a database equal to its shadow).
+const NO_PAGES: GplRef<'static> = GplRef::Pages(&[]);
 
 /// The DASH fields of a header page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,38 +141,46 @@ fn tail_crc(fields: &[u8], entries: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(fields), entries)
 }
 
-/// The DASH fields and GPL entries, as written at `TAIL_OFFSET`.
-fn tail_bytes(version: u64, flags: u8, gpl: &Gpl) -> Vec<u8> {
-    let (count, pages): (u32, &[Pgno]) = match gpl {
-        Gpl::All => (GPL_ALL, &[]),
-        Gpl::Pages(v) => (v.len() as u32, v),
-    };
-    let mut t = Vec::with_capacity(TAIL_FIELDS + 4 * pages.len());
-    t.extend_from_slice(TAIL_MAGIC);
-    t.extend_from_slice(&version.to_be_bytes());
-    t.extend_from_slice(&[flags, 0, 0, 0]);
-    t.extend_from_slice(&count.to_be_bytes());
-    t.extend_from_slice(&[0; 4]);
-    for p in pages {
-        t.extend_from_slice(&p.to_be_bytes());
-    }
-    let crc = tail_crc(&t[..20], &t[TAIL_FIELDS..]);
+/// The fixed DASH fields, as written at `TAIL_OFFSET`, for a GPL of
+/// `count` entries encoded as `entries` (empty for `GPL_ALL`).
+fn tail_fields(version: u64, flags: u8, count: u32, entries: &[u8]) -> [u8; TAIL_FIELDS] {
+    let mut t = [0u8; TAIL_FIELDS];
+    t[0..4].copy_from_slice(TAIL_MAGIC);
+    t[4..12].copy_from_slice(&version.to_be_bytes());
+    t[12] = flags;
+    t[16..20].copy_from_slice(&count.to_be_bytes());
+    let crc = tail_crc(&t[..20], entries);
     t[20..24].copy_from_slice(&crc.to_be_bytes());
     t
 }
 
 /// Version Reset and Header Reset: version 0, empty GPL, `flags`. 24
 /// bytes inside the first sector, so the write cannot tear.
-fn reset_bytes(flags: u8) -> Vec<u8> {
-    tail_bytes(0, flags, &Gpl::Pages(Vec::new()))
+fn reset_bytes(flags: u8) -> [u8; TAIL_FIELDS] {
+    tail_fields(0, flags, 0, &[])
 }
 
-/// Replace the DASH fields of header page `page` (which must hold
-/// `tail_bytes(.., gpl)`: the caller checks the GPL capacity).
-fn put_tail(page: &mut [u8], version: u64, flags: u8, gpl: &Gpl) {
-    let t = tail_bytes(version, flags, gpl);
+/// Replace the DASH fields of header page `page`, encoding the GPL in
+/// place. A list the page cannot hold is written as `GPL_ALL` (callers
+/// check the capacity first; this keeps a bad size from panicking).
+fn put_tail(page: &mut [u8], version: u64, flags: u8, gpl: GplRef<'_>) {
     page[TAIL_OFFSET..].fill(0);
-    page[TAIL_OFFSET..TAIL_OFFSET + t.len()].copy_from_slice(&t);
+    let pages = match gpl {
+        GplRef::Pages(v) if v.len() <= gpl_capacity(page.len()) => Some(v),
+        _ => None,
+    };
+    let (count, n) = match pages {
+        Some(v) => {
+            for (i, p) in v.iter().enumerate() {
+                let at = GPL_OFFSET + 4 * i;
+                page[at..at + 4].copy_from_slice(&p.to_be_bytes());
+            }
+            (v.len() as u32, v.len())
+        }
+        None => (GPL_ALL, 0),
+    };
+    let t = tail_fields(version, flags, count, &page[GPL_OFFSET..GPL_OFFSET + 4 * n]);
+    page[TAIL_OFFSET..GPL_OFFSET].copy_from_slice(&t);
     seal_page1(page);
 }
 
@@ -391,11 +406,12 @@ fn syncs(sync: Synchronous) -> bool {
     sync != Synchronous::Off
 }
 
-fn exchange(vfs: &Arc<dyn Vfs>, db: &Path) -> Result<()> {
-    let (sp, tp) = (shadow_path(db), tmp_path(db));
-    vfs.rename(&sp, &tp)?;
-    vfs.rename(db, &sp)?;
-    vfs.rename(&tp, db)
+/// The Atomic Exchange of database `db`, shadow `sp` and temporary name
+/// `tp`.
+fn exchange(vfs: &Arc<dyn Vfs>, db: &Path, sp: &Path, tp: &Path) -> Result<()> {
+    vfs.rename(sp, tp)?;
+    vfs.rename(db, sp)?;
+    vfs.rename(tp, db)
 }
 
 /// Copy `pages` (none of them page 1) from `from` to `to`, in runs of
@@ -449,7 +465,7 @@ fn reconstruct(
         shadow.sync_data()?;
     }
     let mut p1 = db_side.page1.clone();
-    put_tail(&mut p1, 0, FLAG_IDENTICAL, &Gpl::Pages(Vec::new()));
+    put_tail(&mut p1, 0, FLAG_IDENTICAL, NO_PAGES);
     shadow.write_at(&p1, 0)?;
     if sync {
         shadow.sync_data()?;
@@ -550,7 +566,7 @@ fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Res
                 rec.recovered = true;
                 notes.push(format!("{pair}: exchanged the names"));
                 drop((a_file, b_file));
-                exchange(vfs, db)?;
+                exchange(vfs, db, &sp, &tp)?;
                 continue;
             }
             Action::Clone { crash } => {
@@ -565,7 +581,7 @@ fn settle(vfs: &Arc<dyn Vfs>, db: &Path, sync: Synchronous, repair: bool) -> Res
                     // the clone's first step writes (the current version),
                     // so that the integrity check finds intact fields. A
                     // read-only open leaves them to the next writer.
-                    let t = tail_bytes(fcc + 1, 0, &Gpl::Pages(Vec::new()));
+                    let t = tail_fields(fcc + 1, 0, 0, &[]);
                     match a_file.write_at(&t, TAIL_OFFSET as u64) {
                         Ok(()) if syncs(sync) => a_file.sync_data()?,
                         Ok(()) | Err(Error::ReadOnly(_)) => {}
@@ -634,15 +650,66 @@ pub fn leave_shadow_mode(
 /// The transaction being written into the shadow.
 #[derive(Default)]
 struct Txn {
-    /// Pages written into the shadow (a rollback copies them back).
-    touched: BTreeSet<Pgno>,
-    /// Pages spilled before commit (they belong to the GPL).
-    spilled: BTreeSet<Pgno>,
+    /// Pages written into the shadow (a rollback copies them back), in
+    /// write order and possibly repeated: sorted and deduplicated when
+    /// read.
+    touched: Vec<Pgno>,
+    /// Pages spilled before commit (they belong to the GPL), possibly
+    /// repeated.
+    spilled: Vec<Pgno>,
     /// The Version Update is written (and synced unless `shadow-x` may
     /// skip it).
     vu_done: bool,
     /// The first rename was attempted: the names may be mid-exchange.
     exchanging: bool,
+}
+
+impl Txn {
+    /// Forget the transaction, keeping its vectors for the next one.
+    fn clear(&mut self) {
+        reuse(&mut self.touched);
+        reuse(&mut self.spilled);
+        self.vu_done = false;
+        self.exchanging = false;
+    }
+}
+
+/// Page lists longer than this (a bulk transaction's) are not kept.
+const REUSE_PAGES: usize = 4096;
+
+/// Empty `v` for reuse, dropping a bulk transaction's large buffer.
+fn reuse(v: &mut Vec<Pgno>) {
+    if v.capacity() > REUSE_PAGES {
+        *v = Vec::new();
+    } else {
+        v.clear();
+    }
+}
+
+fn sort_dedup(v: &mut Vec<Pgno>) {
+    v.sort_unstable();
+    v.dedup();
+}
+
+/// Commit bookkeeping kept between transactions: a steady state of small
+/// commits reuses these vectors instead of building sets and page copies
+/// each time.
+#[derive(Default)]
+struct Scratch {
+    /// `<db>-shadow` and `<db>-shadow-tmp`, worked out once.
+    names: Option<(PathBuf, PathBuf)>,
+    /// Pages the commit writes, spills included (sorted, distinct).
+    written: Vec<Pgno>,
+    /// The commit's GPL: `written` and the pages its failed spills left
+    /// (sorted, distinct). Becomes `State::db_gpl`, whose old vector
+    /// comes back here.
+    listed: Vec<Pgno>,
+    /// Pages copied from the database into the shadow.
+    old: Vec<Pgno>,
+    /// Page 1 as the Version Update writes it.
+    page1: Vec<u8>,
+    /// An emptied transaction for the next one.
+    txn: Txn,
 }
 
 struct State {
@@ -665,6 +732,7 @@ struct State {
     /// A reset with `FLAG_EXCLUSIVE` was written: Header Reset at close.
     excl_written: bool,
     txn: Option<Txn>,
+    scratch: Scratch,
 }
 
 /// Spilled pages, readable without the commit state's lock (the pager
@@ -674,6 +742,19 @@ struct SpillView {
     tid: u64,
     pages: HashSet<Pgno>,
     shadow: Option<Arc<dyn VfsFile>>,
+}
+
+impl SpillView {
+    /// No spilled pages (the set's table is kept unless it is large).
+    fn reset(&mut self) {
+        self.tid = 0;
+        if self.pages.capacity() > REUSE_PAGES {
+            self.pages = HashSet::new();
+        } else {
+            self.pages.clear();
+        }
+        self.shadow = None;
+    }
 }
 
 /// The DASH scheme: `shadow`, or `shadow-x` when `exclusive`.
@@ -700,6 +781,7 @@ impl DashJournal {
                 excl_durable: false,
                 excl_written: false,
                 txn: None,
+                scratch: Scratch::default(),
             }),
             spill: RwLock::default(),
         }
@@ -744,7 +826,7 @@ impl DashJournal {
         let h = Header::read_from(&p1, &db.path.display().to_string())?;
         let current = h.fcc + 1;
         if !matches!(parse_tail(&p1), Tail::Valid { version, .. } if version == current) {
-            let t = tail_bytes(current, 0, &Gpl::Pages(Vec::new()));
+            let t = tail_fields(current, 0, 0, &[]);
             dbf.write_at(&t, TAIL_OFFSET as u64)?;
             if self.syncs() {
                 dbf.sync_data()?;
@@ -761,7 +843,7 @@ impl DashJournal {
         let mut hs = h;
         hs.fcc += 1;
         hs.write_to(&mut s1);
-        put_tail(&mut s1, hs.fcc + 1, 0, &Gpl::All);
+        put_tail(&mut s1, hs.fcc + 1, 0, GplRef::All);
         f.write_at(&s1, 0)?;
         if self.syncs() {
             f.sync_data()?;
@@ -778,7 +860,7 @@ impl DashJournal {
         if self.syncs() {
             f.sync_data()?;
         }
-        put_tail(&mut p1, 0, FLAG_IDENTICAL, &Gpl::Pages(Vec::new()));
+        put_tail(&mut p1, 0, FLAG_IDENTICAL, NO_PAGES);
         f.write_at(&p1, 0)?;
         if self.syncs() {
             f.sync_data()?;
@@ -796,19 +878,22 @@ impl DashJournal {
         &self,
         st: &mut State,
         txn: &mut Txn,
+        sc: &mut Scratch,
         shadow: &Arc<dyn VfsFile>,
         set: &CommitSet<'_>,
         ps: usize,
     ) -> Result<()> {
         if !txn.vu_done {
-            let mut p1 = set.originals.original(1)?.to_vec();
+            let p1 = &mut sc.page1;
+            p1.clear();
+            p1.extend_from_slice(&set.originals.original(1)?);
             let mut h = *set.header;
             h.fcc = set.tid;
-            h.write_to(&mut p1);
-            put_tail(&mut p1, set.tid + 1, 0, &Gpl::All);
+            h.write_to(p1);
+            put_tail(p1, set.tid + 1, 0, GplRef::All);
             // Recorded before the write: a failed write may leave part of it.
-            txn.touched.insert(1);
-            shadow.write_at(&p1, 0)?;
+            txn.touched.push(1);
+            shadow.write_at(p1, 0)?;
             if self.syncs() && !(self.exclusive && st.excl_durable) {
                 shadow.sync_data()?;
             }
@@ -816,11 +901,13 @@ impl DashJournal {
         }
         for p in set.pages {
             let off = (p.pgno as u64 - 1) * ps as u64;
-            txn.touched.insert(p.pgno);
+            txn.touched.push(p.pgno);
             if p.pgno == 1 {
-                let mut img = p.data.to_vec();
-                put_tail(&mut img, set.tid + 1, 0, &Gpl::All);
-                shadow.write_at(&img, off)?;
+                let img = &mut sc.page1;
+                img.clear();
+                img.extend_from_slice(&p.data);
+                put_tail(img, set.tid + 1, 0, GplRef::All);
+                shadow.write_at(img, off)?;
             } else {
                 shadow.write_at(&p.data, off)?;
             }
@@ -839,6 +926,7 @@ impl DashJournal {
         &self,
         st: &mut State,
         txn: &mut Txn,
+        sc: &mut Scratch,
         shadow: &Arc<dyn VfsFile>,
         db: &DbFile,
         set: &CommitSet<'_>,
@@ -850,22 +938,40 @@ impl DashJournal {
             .first()
             .filter(|p| p.pgno == 1)
             .ok_or_else(|| Error::InvalidArgument("commit set without page 1".into()))?;
-        let mut written: BTreeSet<Pgno> = set.pages.iter().map(|p| p.pgno).collect();
-        written.extend(txn.spilled.iter().copied());
+        // Sorted, distinct page lists in kept vectors: the order the sets
+        // of sorted page numbers gave, without building sets per commit.
+        let written = &mut sc.written;
+        written.clear();
+        written.extend(set.pages.iter().map(|p| p.pgno));
+        written.extend_from_slice(&txn.spilled);
+        sort_dedup(written);
+        sort_dedup(&mut txn.touched);
         // Pages a failed spill left in the shadow: restored below, and
         // listed so that an undo after a crash covers them too.
-        let stray: Vec<Pgno> = txn.touched.difference(&written).copied().collect();
-        let listed: BTreeSet<Pgno> = written.union(&txn.touched).copied().collect();
-        let gpl = Gpl::of(&listed, ps);
+        sc.old.clear();
+        let stray = txn.touched.iter().copied();
+        sc.old
+            .extend(stray.filter(|p| written.binary_search(p).is_err()));
+        sc.listed.clear();
+        sc.listed.extend_from_slice(written);
+        sc.listed.extend_from_slice(&txn.touched);
+        sort_dedup(&mut sc.listed);
+        let gpl = if sc.listed.len() <= gpl_capacity(ps) {
+            GplRef::Pages(&sc.listed)
+        } else {
+            GplRef::All
+        };
 
         // Version Update: the shadow's header page announces the new
         // version and lists the pages this transaction writes.
-        let mut p1 = first.data.to_vec();
-        put_tail(&mut p1, set.tid + 1, 0, &gpl);
+        let p1 = &mut sc.page1;
+        p1.clear();
+        p1.extend_from_slice(&first.data);
+        put_tail(p1, set.tid + 1, 0, gpl);
         // Pages are recorded as touched before they are written: a failed
         // write may have changed part of the page.
-        txn.touched.insert(1);
-        shadow.write_at(&p1, 0)?;
+        txn.touched.push(1);
+        shadow.write_at(p1, 0)?;
         if !txn.vu_done {
             if self.syncs() && !(self.exclusive && st.excl_durable) {
                 shadow.sync_data()?;
@@ -876,17 +982,17 @@ impl DashJournal {
         // Aggregate Update: this transaction's pages, plus the previous
         // transaction's (on which the shadow still holds older images).
         for p in &set.pages[1..] {
-            txn.touched.insert(p.pgno);
+            txn.touched.push(p.pgno);
             shadow.write_at(&p.data, off(p.pgno))?;
         }
         let keep = set.orig_page_count.min(set.new_page_count);
-        let mut old_pages: BTreeSet<Pgno> = stray.into_iter().collect();
         if !st.identical {
-            old_pages.extend(st.db_gpl.data_pages(keep));
+            st.db_gpl.data_pages_into(keep, &mut sc.old);
         }
-        for q in old_pages {
-            if q >= 2 && q <= keep && !written.contains(&q) {
-                txn.touched.insert(q);
+        sort_dedup(&mut sc.old);
+        for &q in &sc.old {
+            if q >= 2 && q <= keep && written.binary_search(&q).is_err() {
+                txn.touched.push(q);
                 shadow.write_at(&set.originals.original(q)?, off(q))?;
             }
         }
@@ -900,7 +1006,10 @@ impl DashJournal {
 
         // Atomic Exchange: no sync; renames become durable in order.
         txn.exchanging = true;
-        exchange(&db.vfs, &db.path)?;
+        let (sp, tp) = sc
+            .names
+            .get_or_insert_with(|| (shadow_path(&db.path), tmp_path(&db.path)));
+        exchange(&db.vfs, &db.path, sp, tp)?;
 
         // Version Reset on the new shadow (the old database file).
         let old = db.file();
@@ -914,7 +1023,13 @@ impl DashJournal {
         }
         db.set_file(shadow.clone());
         st.shadow = Some(old);
-        st.db_gpl = Gpl::Pages(listed.into_iter().collect());
+        // The listed pages become the database's GPL; the vector of the
+        // previous one is kept for the next commit's list.
+        let spare = match std::mem::replace(&mut st.db_gpl, Gpl::All) {
+            Gpl::Pages(v) => v,
+            Gpl::All => Vec::new(),
+        };
+        st.db_gpl = Gpl::Pages(std::mem::replace(&mut sc.listed, spare));
         st.identical = false;
         st.excl_durable = self.exclusive && synced;
         st.excl_written |= self.exclusive;
@@ -929,11 +1044,12 @@ impl DashJournal {
         };
         let dbf = db.file();
         let side = read_side(&dbf)?;
-        let mut pages: BTreeSet<Pgno> = txn.touched.iter().copied().collect();
+        let mut pages = txn.touched.clone();
         if !st.identical {
-            pages.extend(st.db_gpl.data_pages(orig_page_count));
+            st.db_gpl.data_pages_into(orig_page_count, &mut pages);
         }
-        let gpl = Gpl::Pages(pages.into_iter().collect());
+        sort_dedup(&mut pages);
+        let gpl = Gpl::Pages(pages);
         let gpl = if side.header.is_some_and(|h| h.page_count == orig_page_count) {
             gpl
         } else {
@@ -982,8 +1098,10 @@ impl Journal for DashJournal {
     fn spill(&self, db: &DbFile, set: &CommitSet<'_>) -> Result<()> {
         let mut st = self.st.lock();
         let shadow = self.ensure_shadow(&mut st, db)?;
-        let mut txn = st.txn.take().unwrap_or_default();
-        let r = self.spill_inner(&mut st, &mut txn, &shadow, set, db.page_size);
+        let mut txn = st.txn.take().unwrap_or_else(|| take(&mut st.scratch.txn));
+        let mut sc = take(&mut st.scratch);
+        let r = self.spill_inner(&mut st, &mut txn, &mut sc, &shadow, set, db.page_size);
+        st.scratch = sc;
         st.txn = Some(txn);
         r
     }
@@ -994,8 +1112,9 @@ impl Journal for DashJournal {
         // Carries the spills of this transaction. (Should a failed
         // transaction ever not be rolled back through the journal, its
         // stray pages carry over and this aggregate restores them.)
-        let mut txn = st.txn.take().unwrap_or_default();
-        let r = self.commit_inner(&mut st, &mut txn, &shadow, db, set);
+        let mut txn = st.txn.take().unwrap_or_else(|| take(&mut st.scratch.txn));
+        let mut sc = take(&mut st.scratch);
+        let r = self.commit_inner(&mut st, &mut txn, &mut sc, &shadow, db, set);
         if r.is_err() {
             // A failed write may have left a partial page in either file;
             // settle it with the crash-tested recovery at the next open
@@ -1003,15 +1122,18 @@ impl Journal for DashJournal {
             txn.exchanging = true;
             st.txn = Some(txn);
         } else {
-            *self.spill.write() = SpillView::default();
+            self.spill.write().reset();
+            txn.clear();
+            sc.txn = txn;
         }
+        st.scratch = sc;
         r
     }
 
     fn rollback(&self, db: &DbFile, orig_page_count: u32) -> Result<()> {
         let mut st = self.st.lock();
-        *self.spill.write() = SpillView::default();
-        let Some(txn) = st.txn.take() else {
+        self.spill.write().reset();
+        let Some(mut txn) = st.txn.take() else {
             return Ok(());
         };
         if txn.exchanging {
@@ -1022,10 +1144,18 @@ impl Journal for DashJournal {
                 "a DASH commit failed part-way; reopen the database to recover".into(),
             ));
         }
-        if txn.touched.is_empty() {
+        let untouched = txn.touched.is_empty();
+        let r = if untouched {
+            Ok(())
+        } else {
+            self.restore(&st, db, &txn, orig_page_count)
+        };
+        txn.clear();
+        st.scratch.txn = txn;
+        if untouched {
             return Ok(());
         }
-        match self.restore(&st, db, &txn, orig_page_count) {
+        match r {
             Ok(()) => {
                 st.identical = true;
                 st.excl_durable = false;
@@ -1086,7 +1216,7 @@ mod tests {
         let mut page = vec![0u8; 512];
         assert_eq!(parse_tail(&page), Tail::Zero);
         let gpl = Gpl::Pages(vec![1, 2, 9]);
-        put_tail(&mut page, 7, FLAG_EXCLUSIVE, &gpl);
+        put_tail(&mut page, 7, FLAG_EXCLUSIVE, GplRef::Pages(&[1, 2, 9]));
         assert_eq!(
             parse_tail(&page),
             Tail::Valid {
@@ -1100,7 +1230,7 @@ mod tests {
             p[i] ^= 0x40;
             assert_eq!(parse_tail(&p), Tail::Invalid, "byte {i}");
         }
-        put_tail(&mut page, 3, 0, &Gpl::All);
+        put_tail(&mut page, 3, 0, GplRef::All);
         assert!(matches!(
             parse_tail(&page),
             Tail::Valid { gpl: Gpl::All, .. }
@@ -1112,6 +1242,42 @@ mod tests {
         assert_eq!(parse_tail(&p), Tail::Invalid);
         assert_eq!(gpl_capacity(512), 107);
         assert_eq!(gpl_capacity(4096), 1003);
+    }
+
+    #[test]
+    fn tail_layout_matches_the_format() {
+        // docs/modes/shadow.md, byte by byte: magic, version, flags and 3
+        // zero bytes, count, crc32c of bytes 60..80 and the entries, then
+        // the entries; zeros after them.
+        let mut page = vec![0xAAu8; 512];
+        put_tail(&mut page, 0x0102, 3, GplRef::Pages(&[1, 0x0a0b]));
+        let entries = [0, 0, 0, 1, 0, 0, 0x0a, 0x0b];
+        let mut want = b"DASH".to_vec();
+        want.extend_from_slice(&0x0102u64.to_be_bytes());
+        want.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 2]);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&want), &entries);
+        want.extend_from_slice(&crc.to_be_bytes());
+        want.extend_from_slice(&entries);
+        let end = TAIL_OFFSET + want.len();
+        assert_eq!(&page[TAIL_OFFSET..end], &want[..]);
+        assert!(page[end..].iter().all(|&b| b == 0));
+        // A list the page cannot hold is written as "all pages".
+        let many: Vec<Pgno> = (1..=200).collect();
+        put_tail(&mut page, 5, 0, GplRef::Pages(&many));
+        assert!(matches!(
+            parse_tail(&page),
+            Tail::Valid {
+                version: 5,
+                gpl: Gpl::All,
+                ..
+            }
+        ));
+        let mut want = b"DASH".to_vec();
+        want.extend_from_slice(&0u64.to_be_bytes());
+        want.extend_from_slice(&[FLAG_IDENTICAL, 0, 0, 0, 0, 0, 0, 0]);
+        let crc = crc32c::crc32c(&want);
+        want.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(&reset_bytes(FLAG_IDENTICAL)[..], &want[..]);
     }
 
     #[test]

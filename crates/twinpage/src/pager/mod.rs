@@ -190,6 +190,10 @@ struct Shared {
     /// Pages of `free` that commit `Tid` freed while a reader of an older
     /// snapshot was open (P9): not reused until every such reader is gone.
     held: Vec<(Tid, Pgno)>,
+    /// The buffer of the list `free` replaced at the last commit, for the
+    /// next write transaction's working copy (none allocated per
+    /// transaction).
+    free_spare: Vec<Pgno>,
 }
 
 /// The states of a pager (P6). Readers do not change it: any number of
@@ -452,6 +456,7 @@ impl Pager {
                 readers: BTreeMap::new(),
                 free: None,
                 held: Vec::new(),
+                free_spare: Vec::new(),
             })),
             cache: ShardedCache::new(cache_pages),
             closed: AtomicBool::new(false),
@@ -1157,11 +1162,11 @@ impl Pager {
             let fcc = sh.header.fcc;
             sh.held.retain(|&(t, _)| t > oldest.min(fcc));
             let held: PgnoSet = sh.held.iter().map(|&(_, p)| p).collect();
+            let mut copy = std::mem::take(&mut sh.free_spare);
             let free = sh.free.as_ref().map(|f| {
-                f.iter()
-                    .copied()
-                    .filter(|p| !held.contains(p))
-                    .collect::<Vec<_>>()
+                copy.clear();
+                copy.extend(f.iter().copied().filter(|p| !held.contains(p)));
+                copy
             });
             let h = sh.header;
             if self.profile.snapshot_reads {
@@ -1539,10 +1544,13 @@ impl Pager {
         }
         let mut sh = self.shared.lock();
         sh.header = st.header;
-        if let Some(free) = &st.free {
-            let mut all = free.clone();
+        if let Some(mut all) = st.free.take() {
+            // The working list becomes the committed one (the transaction
+            // is over); the replaced list's buffer is kept for the next.
             all.extend(st.held.iter().copied());
-            sh.free = Some(all);
+            if let Some(old) = sh.free.replace(all) {
+                sh.free_spare = old;
+            }
             // Readers of older snapshots may still descend into the pages
             // this commit freed (P9).
             if sh.readers.keys().next().is_some_and(|&r| r < tid) {

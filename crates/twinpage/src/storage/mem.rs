@@ -1,5 +1,12 @@
 //! In-memory file system for tests. Files behave like POSIX inodes: a
 //! removed or renamed file stays readable through handles already open.
+//!
+//! Like a kernel, which reuses its inodes and name buffers without the
+//! program allocating, it recycles what removed files leave (names, and
+//! inodes with their byte buffers, once no handle is open) for the next
+//! files created, and renames move a name's buffer to the new name: so a
+//! heap-counting test sees the engine's allocations, not this file
+//! system's. Opening a file still allocates its handle.
 
 use super::{FileLock, OpenFlags, Vfs, VfsFile};
 use crate::base::{Error, Result};
@@ -19,6 +26,66 @@ struct Inode {
 #[derive(Default, Clone)]
 pub struct MemVfs {
     files: Arc<Mutex<HashMap<PathBuf, Arc<Inode>>>>,
+    spare: Arc<Mutex<Spare>>,
+}
+
+/// What removed files and closed handles leave for the next files.
+#[derive(Default)]
+struct Spare {
+    names: Vec<PathBuf>,
+    /// Unlinked inodes no handle refers to, emptied.
+    inodes: Vec<Arc<Inode>>,
+}
+
+/// Names and inodes kept for reuse at most.
+const SPARE_FILES: usize = 8;
+/// A recycled inode keeps a byte buffer up to this capacity.
+const SPARE_BYTES: usize = 1 << 20;
+
+impl Spare {
+    /// `path` in a recycled name buffer (growing it if it is too short).
+    fn name(&mut self, path: &Path) -> PathBuf {
+        match self.names.pop() {
+            Some(b) => reuse_name(b, path),
+            None => path.to_path_buf(),
+        }
+    }
+
+    fn keep_name(&mut self, name: PathBuf) {
+        if self.names.len() < SPARE_FILES {
+            self.names.push(name);
+        }
+    }
+
+    /// Keep `inode`, emptied, for a file created later. The caller made
+    /// sure nothing else refers to it: no name, no other handle.
+    fn keep_inode(&mut self, inode: Arc<Inode>) {
+        if self.inodes.len() >= SPARE_FILES {
+            return;
+        }
+        {
+            let mut data = inode.data.lock();
+            if data.capacity() > SPARE_BYTES {
+                *data = Vec::new();
+            } else {
+                data.clear();
+            }
+            *inode.lock.lock() = (0, false);
+        }
+        self.inodes.push(inode);
+    }
+
+    fn inode(&mut self) -> Arc<Inode> {
+        self.inodes.pop().unwrap_or_default()
+    }
+}
+
+/// `path`, written into the buffer of `name`.
+fn reuse_name(name: PathBuf, path: &Path) -> PathBuf {
+    let mut s = name.into_os_string();
+    s.clear();
+    s.push(path.as_os_str());
+    PathBuf::from(s)
 }
 
 impl MemVfs {
@@ -67,19 +134,21 @@ fn not_found(op: &'static str, path: &Path) -> Error {
 impl Vfs for MemVfs {
     fn open(&self, path: &Path, flags: OpenFlags) -> Result<Arc<dyn VfsFile>> {
         let mut files = self.files.lock();
+        let mut spare = self.spare.lock();
         let inode = match files.get(path) {
             Some(i) => i.clone(),
             None if flags.create && !flags.read_only => {
-                let i = Arc::new(Inode::default());
-                files.insert(path.to_path_buf(), i.clone());
+                let i = spare.inode();
+                files.insert(spare.name(path), i.clone());
                 i
             }
             None => return Err(not_found("open", path)),
         };
         Ok(Arc::new(MemFile {
             inode,
-            path: path.to_path_buf(),
+            path: spare.name(path),
             held: Mutex::new(None),
+            spare: self.spare.clone(),
         }))
     }
 
@@ -88,18 +157,39 @@ impl Vfs for MemVfs {
     }
 
     fn remove(&self, path: &Path) -> Result<()> {
-        match self.files.lock().remove(path) {
-            Some(_) => Ok(()),
-            None => Err(not_found("unlink", path)),
+        let (name, inode) = self
+            .files
+            .lock()
+            .remove_entry(path)
+            .ok_or_else(|| not_found("unlink", path))?;
+        let mut spare = self.spare.lock();
+        spare.keep_name(name);
+        if Arc::strong_count(&inode) == 1 {
+            spare.keep_inode(inode);
         }
+        Ok(())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut files = self.files.lock();
-        let inode = files
-            .remove(from)
+        let (name, inode) = files
+            .remove_entry(from)
             .ok_or_else(|| not_found("rename", from))?;
-        files.insert(to.to_path_buf(), inode);
+        let replaced = match files.get_mut(to) {
+            Some(slot) => {
+                self.spare.lock().keep_name(name);
+                Some(std::mem::replace(slot, inode))
+            }
+            // The name's buffer moves to the new name.
+            None => {
+                files.insert(reuse_name(name, to), inode);
+                None
+            }
+        };
+        drop(files);
+        if let Some(old) = replaced.filter(|i| Arc::strong_count(i) == 1) {
+            self.spare.lock().keep_inode(old);
+        }
         Ok(())
     }
 
@@ -112,6 +202,7 @@ struct MemFile {
     inode: Arc<Inode>,
     path: PathBuf,
     held: Mutex<Option<FileLock>>,
+    spare: Arc<Mutex<Spare>>,
 }
 
 impl VfsFile for MemFile {
@@ -195,5 +286,50 @@ impl VfsFile for MemFile {
 impl Drop for MemFile {
     fn drop(&mut self) {
         let _ = self.unlock();
+        let mut spare = self.spare.lock();
+        spare.keep_name(std::mem::take(&mut self.path));
+        // The last handle of an unlinked file: nothing else can reach the
+        // inode (a name would hold a reference), so it is recycled; this
+        // handle's reference goes when the fields drop.
+        if Arc::strong_count(&self.inode) == 1 {
+            spare.keep_inode(self.inode.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recycled_files_start_empty_and_unlinked_ones_stay_readable() {
+        let vfs = MemVfs::new();
+        let (a, b) = (Path::new("/a"), Path::new("/b"));
+        let f = vfs.open(a, OpenFlags::CREATE).unwrap();
+        f.write_at(b"old bytes", 0).unwrap();
+        f.try_lock(FileLock::Exclusive).unwrap();
+        vfs.remove(a).unwrap();
+        // Unlinked but open: still readable, and not handed out again.
+        let g = vfs.open(a, OpenFlags::CREATE).unwrap();
+        assert_eq!(g.len().unwrap(), 0);
+        let mut buf = [0u8; 9];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 9);
+        assert_eq!(&buf, b"old bytes");
+        drop(f);
+        // The recycled inode comes back empty and unlocked.
+        let h = vfs.open(b, OpenFlags::CREATE).unwrap();
+        assert_eq!(h.len().unwrap(), 0);
+        assert!(h.try_lock(FileLock::Exclusive).unwrap());
+        assert_eq!(h.path(), b);
+        g.write_at(b"g", 0).unwrap();
+        // A rename over an existing name replaces its file.
+        vfs.rename(a, b).unwrap();
+        assert!(!vfs.exists(a).unwrap());
+        assert_eq!(vfs.read_file(b).unwrap(), b"g");
+        let mut one = [0u8; 1];
+        assert_eq!(h.read_at(&mut one, 0).unwrap(), 0);
+        assert_eq!(vfs.list(), vec![PathBuf::from("/b")]);
+        vfs.rename(b, Path::new("/a-much-longer-name")).unwrap();
+        assert_eq!(vfs.list(), vec![PathBuf::from("/a-much-longer-name")]);
     }
 }
