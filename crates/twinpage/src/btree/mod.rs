@@ -977,12 +977,14 @@ fn shrink_root<P: PageWrite + ?Sized>(
         match &*node {
             Node::Interior { cells, right } if cells.is_empty() => {
                 let child = *right;
-                let content = (*p.node(child, order)?).clone();
+                let content = p.node(child, order)?;
                 if !p.fits(root, &content)? {
                     // Possible once the root's current version commits.
                     return Ok(());
                 }
-                p.put_node(root, content)?;
+                // Copied only once it is known to fit (a versioned root
+                // often cannot take it yet).
+                p.put_node(root, (*content).clone())?;
                 give_back(p, child, cfg)?;
             }
             _ => return Ok(()),

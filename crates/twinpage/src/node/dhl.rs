@@ -867,47 +867,65 @@ impl DhlFormat {
         let Some(vh) = Self::committed_slot(base, ctx.tid) else {
             return false;
         };
-        // The page checksum vouches for both versions (C5), so the
-        // committed version's own checksum is the one to patch.
         let n = vh.n;
-        if vh.kind != LEAF
-            || n == 0
-            || n > max_rows(ps)
-            || !(ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT))
-        {
+        if vh.kind != LEAF || n == 0 || n > max_rows(ps) {
             return false;
         }
         let max_key = self.max_key_len(ps);
         let rows_end = ROWS_AT + ROW_LEN * n;
-        // Every committed cell: plain, inside the cell area.
+        // Cell `i` of the committed version, if plain and in the cell area.
+        let cell = |i: usize| -> Option<Span> {
+            let off = be16(base, row_at(i, vh.slot));
+            if off < rows_end || off >= ps {
+                return None;
+            }
+            let (ks, vs, end) = Reader::new(base, off, ps, pgno).plain_leaf(max_key)?;
+            Some((off, end - off, ks, vs))
+        };
+        // The key first (a few cells read), then, only if the value keeps
+        // its size, the checksum and every cell: a declined patch is cheap.
+        let bytewise = order.bytewise();
+        let (mut lo, mut hi) = (0, n);
+        let mut found = None;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let Some(c) = cell(mid) else {
+                return false;
+            };
+            let stored = &base[c.2..c.3];
+            let ord = if bytewise {
+                stored.cmp(key)
+            } else {
+                order.compare(stored, key)
+            };
+            match ord {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    found = Some((mid, c));
+                    break;
+                }
+            }
+        }
+        let Some((j, (old_off, len, _, vs))) = found else {
+            return false;
+        };
+        // The page checksum vouches for both versions (C5), so the
+        // committed version's own checksum is the one to patch.
+        if old_off + len - vs != value.len()
+            || !(ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT))
+        {
+            return false;
+        }
         let Scratch {
             spans, runs, free, ..
         } = sc;
         spans.clear();
         for i in 0..n {
-            let off = be16(base, row_at(i, vh.slot));
-            if off < rows_end || off >= ps {
-                return false;
-            }
-            let Some((ks, vs, end)) = Reader::new(base, off, ps, pgno).plain_leaf(max_key) else {
+            let Some(c) = cell(i) else {
                 return false;
             };
-            spans.push((off, end - off, ks, vs));
-        }
-        let bytewise = order.bytewise();
-        let found = spans.binary_search_by(|&(_, _, ks, vs)| {
-            if bytewise {
-                base[ks..vs].cmp(key)
-            } else {
-                order.compare(&base[ks..vs], key)
-            }
-        });
-        let Ok(j) = found else {
-            return false;
-        };
-        let (old_off, len, _, vs) = spans[j];
-        if old_off + len - vs != value.len() {
-            return false;
+            spans.push(c);
         }
         free_gaps(
             rows_end,
@@ -1190,6 +1208,12 @@ impl NodeFormat for DhlFormat {
         with_scratch(|sc| self.write_version(pgno, node, base, ctx, out, sc))
     }
 
+    /// A value of the same size under a key that is there; inserts and
+    /// deletes go through the logical view.
+    fn patches_leaf(&self, patch: &LeafPatch<'_>) -> bool {
+        matches!(patch, LeafPatch::Put(_))
+    }
+
     fn patch_leaf(
         &self,
         pgno: Pgno,
@@ -1200,8 +1224,6 @@ impl NodeFormat for DhlFormat {
         ctx: &EncodeCtx,
         out: &mut [u8],
     ) -> Result<Option<Patched>> {
-        // A value of the same size under a key that is there; inserts and
-        // deletes go through the logical view.
         let LeafPatch::Put(value) = patch else {
             return Ok(None);
         };

@@ -381,10 +381,12 @@ fn patch_leaf(
         || out.len() != ps
         || ps < HEADER + reserve
         || base[0] != LEAF
-        || !(ctx.base_verified || pagesum::verify(pgno, base, SUM_AT))
     {
         return None;
     }
+    // Checked only once the change is known to apply (the reads before
+    // are bounds-checked): a declined patch costs no checksum.
+    let intact = || ctx.base_verified || pagesum::verify(pgno, base, SUM_AT);
     let n = be_u16(base, 2);
     let content = be_u32(base, 4) as usize;
     let limit = ps - reserve;
@@ -426,7 +428,7 @@ fn patch_leaf(
     let existed = found.is_some();
     match (patch, found) {
         (LeafPatch::Put(value), Some((_, _, vs, end))) => {
-            if end - vs != value.len() {
+            if end - vs != value.len() || !intact() {
                 return None;
             }
             out.copy_from_slice(base);
@@ -445,7 +447,7 @@ fn patch_leaf(
                 + cell::varint_len(value.len() as u64)
                 + key.len()
                 + value.len();
-            if content < HEADER + 2 * (n + 1) + len {
+            if content < HEADER + 2 * (n + 1) + len || !intact() {
                 return None;
             }
             let at = content - len;
@@ -463,7 +465,7 @@ fn patch_leaf(
             let len = end - off;
             // Cells packed below the limit, each with its slot.
             let left = (limit - content - len) + 2 * (n - 1);
-            if n < 2 || left < keep {
+            if n < 2 || left < keep || !intact() {
                 return None;
             }
             out.copy_from_slice(base);
@@ -490,7 +492,8 @@ fn patch_leaf(
             ranges[1] = (HEADER, HEADER + 2 * n);
             ranges[2] = (content, end);
         }
-        (LeafPatch::Delete { .. }, None) => return Some(Patched::Absent),
+        // Nothing to write; a damaged page is the logical view's to report.
+        (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
     }
     out[limit..].fill(0);
     let s = pagesum::patched_sum(pgno, base, out, SUM_AT, &ranges);
@@ -576,6 +579,10 @@ macro_rules! slotted_impl {
                 out: &mut [u8],
             ) -> Result<bool> {
                 Ok(encode_changed(pgno, node, base, change, ctx, $reserve, out))
+            }
+
+            fn patches_leaf(&self, _patch: &LeafPatch<'_>) -> bool {
+                true
             }
 
             fn patch_leaf(

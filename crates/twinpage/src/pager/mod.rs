@@ -2260,7 +2260,8 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         order: &dyn KeyOrder,
     ) -> Result<Option<bool>> {
         let prof = self.pager.profile;
-        if prof.multi_writer
+        if !self.pager.format.patches_leaf(&patch)
+            || prof.multi_writer
             || prof.page_hooks
             || prof.track_reads
             || pgno < 2
