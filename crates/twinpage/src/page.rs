@@ -62,6 +62,17 @@ pub enum PageRole {
     Free,
 }
 
+/// What [`PageWrite::patch_leaf`] did.
+pub enum LeafPatched {
+    /// The change is written (a delete of an absent key writes nothing);
+    /// `true` if the key was there.
+    Done(bool),
+    /// Nothing written: the tree goes through the logical view, with the
+    /// node when the pager found it at hand (what [`PageRead::node`]
+    /// would return next).
+    Declined(Option<Arc<Node>>),
+}
+
 /// Write access: the private pages of a write transaction.
 pub trait PageWrite: PageRead {
     /// Replace a tree page's logical content.
@@ -148,18 +159,16 @@ pub trait PageWrite: PageRead {
     /// `key` belongs (or the call declines), the cell changed holds no
     /// overflow chain (nothing to free) and the leaf keeps fitting its
     /// page without falling below the tree's underflow bound, so the tree
-    /// above does not change. `Ok(Some(existed))`: done (a delete of an
-    /// absent key writes nothing); `Ok(None)`: nothing was written, the
-    /// tree goes the general way. The default declines.
+    /// above does not change. The default declines.
     fn patch_leaf(
         &mut self,
         pgno: Pgno,
         key: &[u8],
         patch: LeafPatch<'_>,
         order: &dyn KeyOrder,
-    ) -> Result<Option<bool>> {
+    ) -> Result<LeafPatched> {
         let _ = (pgno, key, patch, order);
-        Ok(None)
+        Ok(LeafPatched::Declined(None))
     }
     /// Whether `node` fits on a page this transaction allocates.
     fn fits_fresh(&self, node: &Node) -> bool {

@@ -29,7 +29,7 @@ use crate::base::{Error, KeyOrder, Pgno, Result};
 use crate::node::{
     overflow_key_local, Bytes, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, Value,
 };
-use crate::page::{PageRead, PageWrite};
+use crate::page::{LeafPatched, PageRead, PageWrite};
 use std::sync::Arc;
 
 /// Deeper than this means a cycle in a damaged file.
@@ -1018,8 +1018,8 @@ fn modify<P: PageWrite + ?Sized>(
         }),
         Op::Put(_) => None,
     };
-    if let Some(patch) = patch {
-        if let Some(existed) = p.patch_leaf(pgno, key, patch, order)? {
+    let at_hand = match patch.map(|patch| p.patch_leaf(pgno, key, patch, order)) {
+        Some(Ok(LeafPatched::Done(existed))) => {
             if let Op::Put(v) = op {
                 if let Some(new) = v.take() {
                     p.discard_value(new);
@@ -1029,8 +1029,14 @@ fn modify<P: PageWrite + ?Sized>(
             placed.settled = true;
             return Ok((existed, placed));
         }
-    }
-    let node = p.node(pgno, order)?;
+        Some(Ok(LeafPatched::Declined(node))) => node,
+        Some(Err(e)) => return Err(e),
+        None => None,
+    };
+    let node = match at_hand {
+        Some(node) => node,
+        None => p.node(pgno, order)?,
+    };
     let pos = match &*node {
         Node::Leaf(cells) => Some(leaf_search(cells, key, order)),
         Node::Interior { .. } => None,

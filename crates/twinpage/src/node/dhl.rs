@@ -276,6 +276,25 @@ fn hinted_spans(
     Ok(())
 }
 
+/// The plain cell (`cell::Reader::plain_leaf`) whose offset row is at
+/// `row` of `page`, if it lies in the cell area (from `rows_end`): its
+/// span (offset, length, key start, key end).
+#[inline]
+fn plain_cell(
+    pgno: Pgno,
+    page: &[u8],
+    row: usize,
+    rows_end: usize,
+    max_key: usize,
+) -> Option<Span> {
+    let off = be16(page, row);
+    if off < rows_end || off >= page.len() {
+        return None;
+    }
+    let (ks, vs, end) = Reader::new(page, off, page.len(), pgno).plain_leaf(max_key)?;
+    Some((off, end - off, ks, vs))
+}
+
 /// The checksum of version `h` does not match: a torn write or damage.
 fn crc_mismatch(pgno: Pgno, h: &SlotHeader) -> Error {
     corrupt(
@@ -873,15 +892,7 @@ impl DhlFormat {
         }
         let max_key = self.max_key_len(ps);
         let rows_end = ROWS_AT + ROW_LEN * n;
-        // Cell `i` of the committed version, if plain and in the cell area.
-        let cell = |i: usize| -> Option<Span> {
-            let off = be16(base, row_at(i, vh.slot));
-            if off < rows_end || off >= ps {
-                return None;
-            }
-            let (ks, vs, end) = Reader::new(base, off, ps, pgno).plain_leaf(max_key)?;
-            Some((off, end - off, ks, vs))
-        };
+        let cell = |i: usize| plain_cell(pgno, base, row_at(i, vh.slot), rows_end, max_key);
         // The key first (a few cells read), then, only if the value keeps
         // its size, the checksum and every cell: a declined patch is cheap.
         let bytewise = order.bytewise();
@@ -927,17 +938,45 @@ impl DhlFormat {
             };
             spans.push(c);
         }
-        free_gaps(
-            rows_end,
-            ps,
-            spans.iter().map(|c| (c.0, c.0 + c.1)),
-            runs,
-            free,
-        );
-        let Some(gap) = free.iter().rev().find(|g| g.1 - g.0 >= len) else {
-            return false;
+        // Where the older version (the one this write replaces) kept a
+        // cell the committed one moved: after an update of one value that
+        // is a hole of the cell's size, found without sorting every cell.
+        // Any other placement looks for the highest free gap.
+        let moved_from = read_slot(base, 1 - vh.slot)
+            .filter(|o| o.tid != INV && o.kind == LEAF)
+            .and_then(|o| {
+                // Two candidates at most: after an insert or a delete the
+                // rows no longer pair, and the sort below is cheaper.
+                (0..o.n.min(n))
+                    .filter(|&i| be16(base, row_at(i, o.slot)) != spans[i].0)
+                    .take(2)
+                    .find_map(|i| {
+                        let at = row_at(i, o.slot);
+                        let (off, clen, ..) = plain_cell(pgno, base, at, rows_end, max_key)?;
+                        let start = (off + clen).checked_sub(len).filter(|&s| s >= off)?;
+                        let end = start + len;
+                        spans
+                            .iter()
+                            .all(|c| end <= c.0 || c.0 + c.1 <= start)
+                            .then_some(start)
+                    })
+            });
+        let new_off = match moved_from {
+            Some(at) => at,
+            None => {
+                free_gaps(
+                    rows_end,
+                    ps,
+                    spans.iter().map(|c| (c.0, c.0 + c.1)),
+                    runs,
+                    free,
+                );
+                let Some(gap) = free.iter().rev().find(|g| g.1 - g.0 >= len) else {
+                    return false;
+                };
+                gap.1 - len
+            }
         };
-        let new_off = gap.1 - len;
         let head = vs - old_off;
         out.copy_from_slice(base);
         out[new_off..new_off + head].copy_from_slice(&base[old_off..vs]);

@@ -125,7 +125,7 @@ use crate::journal::{
 use crate::node::{
     Bytes, DecodeCtx, EncodeCtx, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Patched, Value,
 };
-use crate::page::{PageRead, PageRole, PageWrite};
+use crate::page::{LeafPatched, PageRead, PageRole, PageWrite};
 use crate::storage::{parent_dir, wait_os_lock, DbFile, OpenFlags, ReadOnlyVfs, Vfs, VfsFile};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
@@ -968,6 +968,18 @@ impl Pager {
         }
         let (_, node) = self.load(pgno, snap, Some(order))?;
         Ok(node.expect("load decodes when asked"))
+    }
+
+    /// The cached committed page `pgno` as of `snap`, if the cache holds
+    /// that version (P3): its image, its node if decoded, and whether the
+    /// image was verified. No read, no decode.
+    fn cached(&self, pgno: Pgno, snap: Option<&Header>) -> Option<CachedPage> {
+        let fcc = snap.map_or_else(|| self.header().fcc, |h| h.fcc);
+        let sh = self.cache.read(pgno);
+        if sh.page_tid.get(&pgno).is_some_and(|&t| t > fcc) {
+            return None;
+        }
+        sh.cache.lookup(pgno).cloned()
     }
 
     /// The committed image of `pgno` as of `snap` and, when `order` is
@@ -2258,7 +2270,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         key: &[u8],
         patch: LeafPatch<'_>,
         order: &dyn KeyOrder,
-    ) -> Result<Option<bool>> {
+    ) -> Result<LeafPatched> {
         let prof = self.pager.profile;
         if !self.pager.format.patches_leaf(&patch)
             || prof.multi_writer
@@ -2268,20 +2280,27 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             || self.st.dirty.contains_key(&pgno)
             || !self.st.committed_is_base(pgno)
         {
-            return Ok(None);
-        }
-        if let Some(p) = self.pager.cache.read(pgno).cache.lookup(pgno) {
-            if p.node.is_some() {
-                return Ok(None);
-            }
+            return Ok(LeafPatched::Declined(None));
         }
         self.check_range(pgno)?;
-        let base = self
-            .pager
-            .committed_raw(pgno, self.read_point())
-            .map_err(|e| self.version_gone(pgno, e))?;
+        // One cache lookup: a decoded node goes back to the tree, which
+        // would read it next (`PageRead::node` finds the same: the page is
+        // neither dirty nor spilled, and no read hook runs).
+        let snap = self.read_point().copied();
+        let (base, verified) = match self.pager.cached(pgno, snap.as_ref()) {
+            Some(CachedPage {
+                node: Some(node), ..
+            }) => return Ok(LeafPatched::Declined(Some(node))),
+            Some(CachedPage { raw, verified, .. }) => (raw, verified),
+            None => (
+                self.pager
+                    .committed_raw(pgno, snap.as_ref())
+                    .map_err(|e| self.version_gone(pgno, e))?,
+                false,
+            ),
+        };
         let mut ctx = self.pager.encode_ctx(self.st.txn.tid);
-        ctx.base_verified = self.pager.is_verified(pgno, &base);
+        ctx.base_verified = verified;
         let mut out = self.pager.page_buffer();
         let done = self.pager.format.patch_leaf(
             pgno,
@@ -2296,11 +2315,11 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             Some(Patched::Written { existed }) => existed,
             Some(Patched::Absent) => {
                 self.pager.keep_buffer(out);
-                return Ok(Some(false));
+                return Ok(LeafPatched::Done(false));
             }
             None => {
                 self.pager.keep_buffer(out);
-                return Ok(None);
+                return Ok(LeafPatched::Declined(None));
             }
         };
         self.first_write(pgno)?;
@@ -2308,7 +2327,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         self.st.dirty.insert(pgno, Dirty::Image(Some(out)));
         self.pager.leaves_patched.fetch_add(1, Ordering::Relaxed);
         self.maybe_spill()?;
-        Ok(Some(existed))
+        Ok(LeafPatched::Done(existed))
     }
 
     fn note_change(&mut self, pgno: Pgno, change: LeafChange) {
