@@ -74,14 +74,23 @@ fn allocations_per_steady_state_operation() {
     }
 }
 
-fn steady_state(mode: JournalMode, sync: Synchronous) {
-    let vfs = MemVfs::new();
-    let opts = Options {
+/// Keys measured.
+const N: u64 = 1000;
+
+/// A database of 2,000 rows of 100 bytes on the in-memory file system,
+/// its first `N` keys updated three times: the pools (page buffers, leaf
+/// vectors, value buffers, journal scratch) then hold what a steady
+/// state of updates gives back.
+fn warmed_up(mode: JournalMode, sync: Synchronous, cache_size: Option<usize>) -> Db {
+    let mut opts = Options {
         journal_mode: mode,
         synchronous: sync,
-        vfs: Some(Arc::new(vfs)),
+        vfs: Some(Arc::new(MemVfs::new())),
         ..Options::default()
     };
+    if let Some(bytes) = cache_size {
+        opts.cache_size = bytes;
+    }
     let db = Db::open(Path::new("/alloc.db"), opts).unwrap();
     db.create_table("t").unwrap();
     let mut t = db.begin_write().unwrap();
@@ -89,15 +98,16 @@ fn steady_state(mode: JournalMode, sync: Synchronous) {
         t.put("t", &i.to_be_bytes(), &[1; 100]).unwrap();
     }
     t.commit().unwrap();
-    // Warm-up: the keys measured below are updated once first, so the
-    // pools (page buffers, leaf vectors, value buffers, journal
-    // scratch) have what a steady state of updates gives back.
-    const N: u64 = 1000;
     for _ in 0..3 {
         for i in 0..N {
             db.put("t", &key(i), &[2; 100]).unwrap();
         }
     }
+    db
+}
+
+fn steady_state(mode: JournalMode, sync: Synchronous) {
+    let db = warmed_up(mode, sync, None);
     let update = counted(|| {
         for i in 0..N {
             db.put("t", &key(i), &[3; 100]).unwrap();
@@ -162,27 +172,7 @@ fn steady_state(mode: JournalMode, sync: Synchronous) {
 #[test]
 fn allocations_per_patched_update() {
     for &mode in JournalMode::ALL {
-        let vfs = MemVfs::new();
-        let opts = Options {
-            journal_mode: mode,
-            synchronous: Synchronous::Off,
-            cache_size: 16 * 4096,
-            vfs: Some(Arc::new(vfs)),
-            ..Options::default()
-        };
-        let db = Db::open(Path::new("/patched.db"), opts).unwrap();
-        db.create_table("t").unwrap();
-        let mut t = db.begin_write().unwrap();
-        for i in 0..2000u64 {
-            t.put("t", &i.to_be_bytes(), &[1; 100]).unwrap();
-        }
-        t.commit().unwrap();
-        const N: u64 = 1000;
-        for _ in 0..3 {
-            for i in 0..N {
-                db.put("t", &key(i), &[2; 100]).unwrap();
-            }
-        }
+        let db = warmed_up(mode, Synchronous::Off, Some(16 * 4096));
         let before = db.stats().leaves_patched;
         let update = counted(|| {
             for i in 0..N {

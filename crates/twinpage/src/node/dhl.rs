@@ -295,6 +295,25 @@ fn plain_cell(
     Some((off, end - off, ks, vs))
 }
 
+/// The gaps between the offset rows (ending at `rows_end`) and the page
+/// end `ps` that no cell of `spans` (a committed version) covers, into
+/// `free`, ascending.
+fn committed_gaps(
+    rows_end: usize,
+    ps: usize,
+    spans: &[Span],
+    runs: &mut Vec<(usize, usize)>,
+    free: &mut Vec<(usize, usize)>,
+) {
+    free_gaps(
+        rows_end,
+        ps,
+        spans.iter().map(|c| (c.0, c.0 + c.1)),
+        runs,
+        free,
+    );
+}
+
 /// The checksum of version `h` does not match: a torn write or damage.
 fn crc_mismatch(pgno: Pgno, h: &SlotHeader) -> Error {
     corrupt(
@@ -808,13 +827,7 @@ impl DhlFormat {
         }
         // Free space: everything between the rows and the page end that
         // the committed version does not reference.
-        free_gaps(
-            rows_end,
-            ps,
-            spans.iter().map(|c| (c.0, c.0 + c.1)),
-            runs,
-            free,
-        );
+        committed_gaps(rows_end, ps, spans, runs, free);
         // Largest cells first, each at the top of the highest gap that
         // holds it: keeps the space next to the rows free for them to grow.
         order.clear();
@@ -964,13 +977,7 @@ impl DhlFormat {
         let new_off = match moved_from {
             Some(at) => at,
             None => {
-                free_gaps(
-                    rows_end,
-                    ps,
-                    spans.iter().map(|c| (c.0, c.0 + c.1)),
-                    runs,
-                    free,
-                );
+                committed_gaps(rows_end, ps, spans, runs, free);
                 let Some(gap) = free.iter().rev().find(|g| g.1 - g.0 >= len) else {
                     return false;
                 };

@@ -225,6 +225,61 @@ fn encode(pgno: Pgno, node: &Node, ctx: &EncodeCtx, reserve: usize, out: &mut [u
     Ok(())
 }
 
+/// `base` with the cell of slot `i` (bytes `off..end`) removed into
+/// `out`: the cells below it move up over its bytes, their offsets follow,
+/// so the page stays packed. Writes the changed runs to `ranges[1..3]`;
+/// false (with `out` unspecified) if another cell lies inside the removed
+/// one's bytes (damage).
+fn remove_packed(
+    base: &[u8],
+    out: &mut [u8],
+    (n, content): (usize, usize),
+    (i, off, end): (usize, usize, usize),
+    ranges: &mut [(usize, usize); 4],
+) -> bool {
+    let len = end - off;
+    out.copy_from_slice(base);
+    out.copy_within(content..off, content + len);
+    out[content..content + len].fill(0);
+    for j in 0..n {
+        if j == i {
+            continue;
+        }
+        let o = be_u16(base, HEADER + 2 * j);
+        if (off..end).contains(&o) {
+            return false;
+        }
+        let moved = if o < off { o + len } else { o };
+        let slot = if j < i { j } else { j - 1 };
+        out[HEADER + 2 * slot..HEADER + 2 * slot + 2]
+            .copy_from_slice(&(moved as u16).to_be_bytes());
+    }
+    out[HEADER + 2 * (n - 1)..HEADER + 2 * n].fill(0);
+    out[2..4].copy_from_slice(&((n - 1) as u16).to_be_bytes());
+    out[4..8].copy_from_slice(&((content + len) as u32).to_be_bytes());
+    ranges[1] = (HEADER, HEADER + 2 * n);
+    ranges[2] = (content, end);
+    true
+}
+
+/// Give the cell just written at `at` (below the cells, `content` the old
+/// top of the cell area) slot `i` of `out`, a copy of a page of `n`
+/// cells: the slots from `i` move one up. Writes the changed runs to
+/// `ranges[1..3]`.
+fn insert_slot(
+    out: &mut [u8],
+    (n, content): (usize, usize),
+    (i, at): (usize, usize),
+    ranges: &mut [(usize, usize); 4],
+) {
+    out.copy_within(HEADER + 2 * i..HEADER + 2 * n, HEADER + 2 * (i + 1));
+    out[HEADER + 2 * i..HEADER + 2 * i + 2].copy_from_slice(&(at as u16).to_be_bytes());
+    out[2..4].copy_from_slice(&((n + 1) as u16).to_be_bytes());
+    out[4..8].copy_from_slice(&(at as u32).to_be_bytes());
+    ranges[1] = (HEADER + 2 * i, HEADER + 2 * (n + 1));
+    ranges[2] = (at, content);
+}
+
 /// [`NodeFormat::encode_changed`]: `base` (a leaf this format wrote, so
 /// its cells are packed) with one cell changed, patched in a copy and its
 /// checksum patched over the bytes that moved:
@@ -298,12 +353,7 @@ fn encode_changed(
             let at = content - len;
             out.copy_from_slice(base);
             cell::put_leaf(out, at, cell);
-            out.copy_within(HEADER + 2 * i..HEADER + 2 * n, HEADER + 2 * (i + 1));
-            out[HEADER + 2 * i..HEADER + 2 * i + 2].copy_from_slice(&(at as u16).to_be_bytes());
-            out[2..4].copy_from_slice(&((n + 1) as u16).to_be_bytes());
-            out[4..8].copy_from_slice(&(at as u32).to_be_bytes());
-            ranges[1] = (HEADER + 2 * i, HEADER + 2 * (n + 1));
-            ranges[2] = (at, content);
+            insert_slot(out, (n, content), (i, at), &mut ranges);
         }
         LeafChange::Removed(i) => {
             let Some((_, off, end)) = base_cell(i) else {
@@ -311,33 +361,11 @@ fn encode_changed(
             };
             let neighbours_match = (i == 0 || key_is(i - 1, &cells[i - 1].key))
                 && (i + 1 == n || key_is(i + 1, &cells[i].key));
-            if !neighbours_match {
+            if !neighbours_match
+                || !remove_packed(base, out, (n, content), (i, off, end), &mut ranges)
+            {
                 return false;
             }
-            let len = end - off;
-            out.copy_from_slice(base);
-            // Packed again: what lay below the cell moves up over it.
-            out.copy_within(content..off, content + len);
-            out[content..content + len].fill(0);
-            for j in 0..n {
-                if j == i {
-                    continue;
-                }
-                let o = be_u16(base, HEADER + 2 * j);
-                if (off..end).contains(&o) {
-                    // Another cell inside the removed one's bytes: damage.
-                    return false;
-                }
-                let moved = if o < off { o + len } else { o };
-                let slot = if j < i { j } else { j - 1 };
-                out[HEADER + 2 * slot..HEADER + 2 * slot + 2]
-                    .copy_from_slice(&(moved as u16).to_be_bytes());
-            }
-            out[HEADER + 2 * (n - 1)..HEADER + 2 * n].fill(0);
-            out[2..4].copy_from_slice(&((n - 1) as u16).to_be_bytes());
-            out[4..8].copy_from_slice(&((content + len) as u32).to_be_bytes());
-            ranges[1] = (HEADER, HEADER + 2 * n);
-            ranges[2] = (content, end);
         }
     }
     out[limit..].fill(0);
@@ -454,43 +482,19 @@ fn patch_leaf(
             out.copy_from_slice(base);
             let vs = cell::put_plain_leaf(out, at, key, value);
             debug_assert_eq!(vs + value.len(), content);
-            out.copy_within(HEADER + 2 * i..HEADER + 2 * n, HEADER + 2 * (i + 1));
-            out[HEADER + 2 * i..HEADER + 2 * i + 2].copy_from_slice(&(at as u16).to_be_bytes());
-            out[2..4].copy_from_slice(&((n + 1) as u16).to_be_bytes());
-            out[4..8].copy_from_slice(&(at as u32).to_be_bytes());
-            ranges[1] = (HEADER + 2 * i, HEADER + 2 * (n + 1));
-            ranges[2] = (at, content);
+            insert_slot(out, (n, content), (i, at), &mut ranges);
         }
         (LeafPatch::Delete { keep }, Some((i, off, _, end))) => {
             let len = end - off;
             // Cells packed below the limit, each with its slot.
             let left = (limit - content - len) + 2 * (n - 1);
-            if n < 2 || left < keep || !intact() {
+            if n < 2
+                || left < keep
+                || !intact()
+                || !remove_packed(base, out, (n, content), (i, off, end), &mut ranges)
+            {
                 return None;
             }
-            out.copy_from_slice(base);
-            // Packed again: what lay below the cell moves up over it.
-            out.copy_within(content..off, content + len);
-            out[content..content + len].fill(0);
-            for j in 0..n {
-                if j == i {
-                    continue;
-                }
-                let o = be_u16(base, HEADER + 2 * j);
-                if (off..end).contains(&o) {
-                    // Another cell inside the removed one's bytes: damage.
-                    return None;
-                }
-                let moved = if o < off { o + len } else { o };
-                let slot = if j < i { j } else { j - 1 };
-                out[HEADER + 2 * slot..HEADER + 2 * slot + 2]
-                    .copy_from_slice(&(moved as u16).to_be_bytes());
-            }
-            out[HEADER + 2 * (n - 1)..HEADER + 2 * n].fill(0);
-            out[2..4].copy_from_slice(&((n - 1) as u16).to_be_bytes());
-            out[4..8].copy_from_slice(&((content + len) as u32).to_be_bytes());
-            ranges[1] = (HEADER, HEADER + 2 * n);
-            ranges[2] = (content, end);
         }
         // Nothing to write; a damaged page is the logical view's to report.
         (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
