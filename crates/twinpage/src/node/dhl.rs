@@ -873,35 +873,34 @@ impl DhlFormat {
         }))
     }
 
-    /// [`NodeFormat::patch_leaf`] of a value: the committed leaf version with
-    /// the value under `key` replaced by one of its size, written as the
-    /// new version in the other slot header. Every other cell is shared;
-    /// the changed one goes to the top of the highest gap the committed
-    /// version leaves free (as [`DhlFormat::layout`] places it), and both
-    /// checksums are patched from the committed ones. Cells that are not
-    /// plain, or no gap, decline.
+    /// [`NodeFormat::patch_leaf`]: the committed leaf version changed by
+    /// `patch`, written as the new version in the other slot header; every
+    /// other cell is shared. A value replaced by one of its size goes into
+    /// the hole the older version left, or the top of the highest gap the
+    /// committed version leaves free (as [`DhlFormat::layout`] places it),
+    /// both checksums patched from the committed ones; an insert or a
+    /// delete is [`DhlFormat::reshape`]. Cells that are not plain, or no
+    /// gap, decline.
     #[allow(clippy::too_many_arguments)]
-    fn patch_value(
+    fn patch_version(
         &self,
         pgno: Pgno,
         base: &[u8],
         key: &[u8],
-        value: &[u8],
+        patch: LeafPatch<'_>,
         order: &dyn KeyOrder,
         ctx: &EncodeCtx,
         out: &mut [u8],
         sc: &mut Scratch,
-    ) -> bool {
+    ) -> Option<Patched> {
         let ps = ctx.page_size;
         if base.len() != ps || out.len() != ps || ps < 512 {
-            return false;
+            return None;
         }
-        let Some(vh) = Self::committed_slot(base, ctx.tid) else {
-            return false;
-        };
+        let vh = Self::committed_slot(base, ctx.tid)?;
         let n = vh.n;
         if vh.kind != LEAF || n == 0 || n > max_rows(ps) {
-            return false;
+            return None;
         }
         let max_key = self.max_key_len(ps);
         let rows_end = ROWS_AT + ROW_LEN * n;
@@ -913,9 +912,7 @@ impl DhlFormat {
         let mut found = None;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let Some(c) = cell(mid) else {
-                return false;
-            };
+            let c = cell(mid)?;
             let stored = &base[c.2..c.3];
             let ord = if bytewise {
                 stored.cmp(key)
@@ -931,25 +928,30 @@ impl DhlFormat {
                 }
             }
         }
-        let Some((j, (old_off, len, _, vs))) = found else {
-            return false;
+        // The page checksum vouches for both versions (C5): checked once
+        // the change is known to apply.
+        let intact = || ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
+        let (value, j, (old_off, len, _, vs)) = match (patch, found) {
+            (LeafPatch::Put(value), Some((j, c))) => (value, j, c),
+            (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
+            (patch, found) => {
+                let existed = found.is_some();
+                let at = found.map_or(lo, |(j, _)| j);
+                let done = intact() && self.reshape(pgno, base, key, patch, at, &vh, ctx, out, sc);
+                return done.then_some(Patched::Written { existed });
+            }
         };
-        // The page checksum vouches for both versions (C5), so the
-        // committed version's own checksum is the one to patch.
-        if old_off + len - vs != value.len()
-            || !(ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT))
-        {
-            return false;
+        // A value of the old size: the committed version's own checksum is
+        // patched.
+        if old_off + len - vs != value.len() || !intact() {
+            return None;
         }
         let Scratch {
             spans, runs, free, ..
         } = sc;
         spans.clear();
         for i in 0..n {
-            let Some(c) = cell(i) else {
-                return false;
-            };
-            spans.push(c);
+            spans.push(cell(i)?);
         }
         // Where the older version (the one this write replaces) kept a
         // cell the committed one moved: after an update of one value that
@@ -978,9 +980,7 @@ impl DhlFormat {
             Some(at) => at,
             None => {
                 committed_gaps(rows_end, ps, spans, runs, free);
-                let Some(gap) = free.iter().rev().find(|g| g.1 - g.0 >= len) else {
-                    return false;
-                };
+                let gap = free.iter().rev().find(|g| g.1 - g.0 >= len)?;
                 gap.1 - len
             }
         };
@@ -1048,6 +1048,136 @@ impl DhlFormat {
             (hb_new, hb_new + SLOT_LEN),
             (ROWS_AT, rows_end),
             (new_off, new_off + len),
+        ];
+        seal_patched(pgno, base, out, PAGE_SUM_AT, &ranges);
+        Some(Patched::Written { existed: true })
+    }
+
+    /// [`DhlFormat::patch_version`] of an insert of a plain cell at
+    /// position `at` (the key absent) or a delete of cell `at`, over a
+    /// committed version the caller verified: the new version shares every
+    /// other cell; an inserted one goes to the top of the highest gap the
+    /// committed version leaves beyond the grown offset rows, and a delete
+    /// must leave `keep` bytes of cells (with their rows) and a cell. The
+    /// new version's checksum is summed (its message changed length), the
+    /// page checksum patched.
+    #[allow(clippy::too_many_arguments)]
+    fn reshape(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        at: usize,
+        vh: &SlotHeader,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let (ps, n) = (ctx.page_size, vh.n);
+        let max_key = self.max_key_len(ps);
+        let rows_end = ROWS_AT + ROW_LEN * n;
+        let Scratch {
+            spans,
+            runs,
+            free,
+            offsets,
+            lens,
+            ..
+        } = sc;
+        spans.clear();
+        for i in 0..n {
+            match plain_cell(pgno, base, row_at(i, vh.slot), rows_end, max_key) {
+                Some(c) => spans.push(c),
+                None => return false,
+            }
+        }
+        offsets.clear();
+        lens.clear();
+        let mut written = (0, 0);
+        match patch {
+            LeafPatch::Put(value) => {
+                let (klen, vlen) = (key.len(), value.len());
+                if klen > max_key || klen >= 1 << 14 || vlen >= 1 << 14 || n + 1 > max_rows(ps) {
+                    return false;
+                }
+                let len =
+                    1 + cell::varint_len(klen as u64) + cell::varint_len(vlen as u64) + klen + vlen;
+                let grown = ROWS_AT + ROW_LEN * (n + 1);
+                if spans.iter().any(|c| c.0 < grown) {
+                    // The new offset row would run into a committed cell.
+                    return false;
+                }
+                committed_gaps(grown, ps, spans, runs, free);
+                let Some(gap) = free.iter().rev().find(|g| g.1 - g.0 >= len) else {
+                    return false;
+                };
+                let new_off = gap.1 - len;
+                out.copy_from_slice(base);
+                cell::put_plain_leaf(out, new_off, key, value);
+                for (i, c) in spans.iter().enumerate() {
+                    if i == at {
+                        offsets.push(new_off);
+                        lens.push(len);
+                    }
+                    offsets.push(c.0);
+                    lens.push(c.1);
+                }
+                if at == n {
+                    offsets.push(new_off);
+                    lens.push(len);
+                }
+                written = (new_off, new_off + len);
+            }
+            LeafPatch::Delete { keep } => {
+                let left: usize = spans
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != at)
+                    .map(|(_, c)| ROW_LEN + c.1)
+                    .sum();
+                if n < 2 || at >= n || left < keep {
+                    return false;
+                }
+                out.copy_from_slice(base);
+                for (i, c) in spans.iter().enumerate() {
+                    if i != at {
+                        offsets.push(c.0);
+                        lens.push(c.1);
+                    }
+                }
+            }
+        }
+        let slot = 1 - vh.slot;
+        for (i, &off) in offsets.iter().enumerate() {
+            let r = row_at(i, slot);
+            out[r..r + 2].copy_from_slice(&(off as u16).to_be_bytes());
+        }
+        let mut h = SlotHeader {
+            slot,
+            kind: LEAF,
+            n: offsets.len(),
+            flags: 0,
+            tid: ctx.tid,
+            right: 0,
+            txn_size: 0,
+            page_count: 0,
+            cells_len: lens.iter().map(|l| 2 + l).sum::<usize>() as u32,
+            crc: 0,
+        };
+        write_slot(out, &h);
+        h.crc = version_crc(
+            pgno,
+            out,
+            slot,
+            offsets.iter().copied().zip(lens.iter().copied()),
+        );
+        write_slot(out, &h);
+        let hb = slot * SLOT_LEN;
+        let ranges = [
+            (hb, hb + SLOT_LEN),
+            (ROWS_AT, ROWS_AT + ROW_LEN * n.max(offsets.len())),
+            written,
         ];
         seal_patched(pgno, base, out, PAGE_SUM_AT, &ranges);
         true
@@ -1254,10 +1384,8 @@ impl NodeFormat for DhlFormat {
         with_scratch(|sc| self.write_version(pgno, node, base, ctx, out, sc))
     }
 
-    /// A value of the same size under a key that is there; inserts and
-    /// deletes go through the logical view.
-    fn patches_leaf(&self, patch: &LeafPatch<'_>) -> bool {
-        matches!(patch, LeafPatch::Put(_))
+    fn patches_leaf(&self, _patch: &LeafPatch<'_>) -> bool {
+        true
     }
 
     fn patch_leaf(
@@ -1270,11 +1398,9 @@ impl NodeFormat for DhlFormat {
         ctx: &EncodeCtx,
         out: &mut [u8],
     ) -> Result<Option<Patched>> {
-        let LeafPatch::Put(value) = patch else {
-            return Ok(None);
-        };
-        let done = with_scratch(|sc| self.patch_value(pgno, base, key, value, order, ctx, out, sc));
-        Ok(done.then_some(Patched::Written { existed: true }))
+        Ok(with_scratch(|sc| {
+            self.patch_version(pgno, base, key, patch, order, ctx, out, sc)
+        }))
     }
 
     fn max_key_len(&self, page_size: usize) -> usize {
