@@ -423,6 +423,36 @@ pub(crate) fn key_lt(a: &[u8], b: &[u8]) -> bool {
     a.len() < b.len()
 }
 
+/// Binary search for `key` among the `n` cells of a page, in `order`:
+/// `cell(i)` reads cell `i` (anything the caller wants back with it, and
+/// its key's bytes), `None` when it cannot (not a plain cell, out of the
+/// page), which ends the search with `None`. `Ok((i, t))`: the key is
+/// cell `i`; `Err(i)`: it would go at position `i`.
+pub(crate) fn search_cells<'p, T>(
+    n: usize,
+    key: &[u8],
+    order: &dyn KeyOrder,
+    mut cell: impl FnMut(usize) -> Option<(T, &'p [u8])>,
+) -> Option<std::result::Result<(usize, T), usize>> {
+    let bytewise = order.bytewise();
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (t, stored) = cell(mid)?;
+        let ord = if bytewise {
+            stored.cmp(key)
+        } else {
+            order.compare(stored, key)
+        };
+        match ord {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(Ok((mid, t))),
+        }
+    }
+    Some(Err(lo))
+}
+
 /// Bounds-checked reader over one page.
 pub(crate) struct Reader<'a> {
     page: &'a [u8],

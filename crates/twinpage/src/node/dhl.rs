@@ -905,54 +905,47 @@ impl DhlFormat {
         let max_key = self.max_key_len(ps);
         let rows_end = ROWS_AT + ROW_LEN * n;
         let cell = |i: usize| plain_cell(pgno, base, row_at(i, vh.slot), rows_end, max_key);
-        // The key first (a few cells read), then, only if the value keeps
-        // its size, the checksum and every cell: a declined patch is cheap.
-        let bytewise = order.bytewise();
-        let (mut lo, mut hi) = (0, n);
-        let mut found = None;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let c = cell(mid)?;
-            let stored = &base[c.2..c.3];
-            let ord = if bytewise {
-                stored.cmp(key)
-            } else {
-                order.compare(stored, key)
-            };
-            match ord {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    found = Some((mid, c));
-                    break;
-                }
-            }
-        }
-        // The page checksum vouches for both versions (C5): checked once
-        // the change is known to apply.
+        // The key first (a few cells read); the checksum and every cell
+        // only once the change is known to apply: a declined patch is
+        // cheap. The page checksum vouches for both versions (C5).
+        let found = cell::search_cells(n, key, order, |i| {
+            let c = cell(i)?;
+            Some((c, &base[c.2..c.3]))
+        })?;
         let intact = || ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
-        let (value, j, (old_off, len, _, vs)) = match (patch, found) {
-            (LeafPatch::Put(value), Some((j, c))) => (value, j, c),
-            (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
-            (patch, found) => {
-                let existed = found.is_some();
-                let at = found.map_or(lo, |(j, _)| j);
-                let done = intact() && self.reshape(pgno, base, key, patch, at, &vh, ctx, out, sc);
+        let value = match (patch, found) {
+            (LeafPatch::Delete { .. }, Err(_)) => return intact().then_some(Patched::Absent),
+            (LeafPatch::Put(value), Ok((_, (old_off, len, _, vs))))
+                if old_off + len - vs != value.len() =>
+            {
+                // A value of another size: the logical view moves cells.
+                return None;
+            }
+            (LeafPatch::Put(value), Ok(_)) => Some(value),
+            _ => None,
+        };
+        if !intact() {
+            return None;
+        }
+        sc.spans.clear();
+        for i in 0..n {
+            sc.spans.push(cell(i)?);
+        }
+        let (value, j) = match (value, found) {
+            (Some(value), Ok((j, _))) => (value, j),
+            (_, found) => {
+                let existed = found.is_ok();
+                let at = found.map_or_else(|at| at, |(j, _)| j);
+                let done = self.reshape(pgno, base, key, patch, at, &vh, ctx, out, sc);
                 return done.then_some(Patched::Written { existed });
             }
         };
         // A value of the old size: the committed version's own checksum is
         // patched.
-        if old_off + len - vs != value.len() || !intact() {
-            return None;
-        }
         let Scratch {
             spans, runs, free, ..
         } = sc;
-        spans.clear();
-        for i in 0..n {
-            spans.push(cell(i)?);
-        }
+        let (old_off, len, _, vs) = spans[j];
         // Where the older version (the one this write replaces) kept a
         // cell the committed one moved: after an update of one value that
         // is a hole of the cell's size, found without sorting every cell.
@@ -1055,7 +1048,8 @@ impl DhlFormat {
 
     /// [`DhlFormat::patch_version`] of an insert of a plain cell at
     /// position `at` (the key absent) or a delete of cell `at`, over a
-    /// committed version the caller verified: the new version shares every
+    /// committed version the caller verified and whose cells it read into
+    /// `sc.spans`: the new version shares every
     /// other cell; an inserted one goes to the top of the highest gap the
     /// committed version leaves beyond the grown offset rows, and a delete
     /// must leave `keep` bytes of cells (with their rows) and a cell. The
@@ -1076,7 +1070,6 @@ impl DhlFormat {
     ) -> bool {
         let (ps, n) = (ctx.page_size, vh.n);
         let max_key = self.max_key_len(ps);
-        let rows_end = ROWS_AT + ROW_LEN * n;
         let Scratch {
             spans,
             runs,
@@ -1085,13 +1078,6 @@ impl DhlFormat {
             lens,
             ..
         } = sc;
-        spans.clear();
-        for i in 0..n {
-            match plain_cell(pgno, base, row_at(i, vh.slot), rows_end, max_key) {
-                Some(c) => spans.push(c),
-                None => return false,
-            }
-        }
         offsets.clear();
         lens.clear();
         let mut written = (0, 0);

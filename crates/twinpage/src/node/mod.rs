@@ -3,7 +3,8 @@
 //! The tree algorithms ([`crate::btree`]) never touch page bytes. They work
 //! on the *logical view* of a node, [`Node`]: sorted cells, decoded when a
 //! page is loaded and encoded again when a dirty page is written. A
-//! [`NodeFormat`] converts between the two. This is the seam later modes
+//! [`NodeFormat`] converts between the two, and may apply a one-row change
+//! to a page it wrote without the logical view ([`NodeFormat::patch_leaf`]). This is the seam later modes
 //! use to change the on-page layout (DHL's two slot headers, IPS's
 //! append-only slots with two numSlots, LS-MVBT's versioned cells) without
 //! touching the tree: see ARCHITECTURE.md.

@@ -29,7 +29,6 @@ use super::{
 };
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result};
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Page-type byte of a leaf.
@@ -422,40 +421,19 @@ fn patch_leaf(
         return None;
     }
     let max_key = SlottedFormat.max_key_len(ps);
-    let bytewise = order.bytewise();
-    // The cell at slot `i`: (offset, value start, end).
-    let cell_at = |i: usize| -> Option<(usize, usize, usize, usize)> {
+    // Cell `i`: (offset, value start, end) and its key.
+    let found = cell::search_cells(n, key, order, |i| {
         let off = be_u16(base, HEADER + 2 * i);
         if off < content || off >= limit {
             return None;
         }
         let (ks, vs, end) = Reader::new(base, off, limit, pgno).plain_leaf(max_key)?;
-        Some((off, ks, vs, end))
-    };
-    let (mut lo, mut hi) = (0, n);
-    let mut found = None;
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        let (off, ks, vs, end) = cell_at(mid)?;
-        let stored = &base[ks..vs];
-        let ord = if bytewise {
-            stored.cmp(key)
-        } else {
-            order.compare(stored, key)
-        };
-        match ord {
-            Ordering::Less => lo = mid + 1,
-            Ordering::Greater => hi = mid,
-            Ordering::Equal => {
-                found = Some((mid, off, vs, end));
-                break;
-            }
-        }
-    }
+        Some(((off, vs, end), &base[ks..vs]))
+    })?;
     let mut ranges = [(2, 8), (0, 0), (0, 0), (limit, ps)];
-    let existed = found.is_some();
+    let existed = found.is_ok();
     match (patch, found) {
-        (LeafPatch::Put(value), Some((_, _, vs, end))) => {
+        (LeafPatch::Put(value), Ok((_, (_, vs, end)))) => {
             if end - vs != value.len() || !intact() {
                 return None;
             }
@@ -464,9 +442,8 @@ fn patch_leaf(
             // The header is unchanged: its run gives way to the value's.
             ranges[0] = (vs, end);
         }
-        (LeafPatch::Put(value), None) => {
+        (LeafPatch::Put(value), Err(i)) => {
             // A plain cell: flags 0, one- or two-byte lengths.
-            let i = lo;
             if key.len() > max_key || key.len() >= 1 << 14 || value.len() >= 1 << 14 {
                 return None;
             }
@@ -484,7 +461,7 @@ fn patch_leaf(
             debug_assert_eq!(vs + value.len(), content);
             insert_slot(out, (n, content), (i, at), &mut ranges);
         }
-        (LeafPatch::Delete { keep }, Some((i, off, _, end))) => {
+        (LeafPatch::Delete { keep }, Ok((i, (off, _, end)))) => {
             let len = end - off;
             // Cells packed below the limit, each with its slot.
             let left = (limit - content - len) + 2 * (n - 1);
@@ -497,7 +474,7 @@ fn patch_leaf(
             }
         }
         // Nothing to write; a damaged page is the logical view's to report.
-        (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
+        (LeafPatch::Delete { .. }, Err(_)) => return intact().then_some(Patched::Absent),
     }
     out[limit..].fill(0);
     let s = pagesum::patched_sum(pgno, base, out, SUM_AT, &ranges);
