@@ -244,6 +244,67 @@ pub fn append_zeros(crc: u32, n: usize) -> u32 {
     !shift(!crc, n)
 }
 
+/// What the difference `term` of two sums (their XOR) becomes when both
+/// messages go on with the same `n` bytes: the later bytes cancel, and
+/// the difference moves over them.
+pub fn advance(term: u32, n: usize) -> u32 {
+    shift(term, n)
+}
+
+/// The inverse of [`append_zeros`]: the crc32c of a message whose crc32c
+/// followed by `n` zero bytes is `crc`. A crc32c is linear in its message
+/// bytes, so the sum of a message that changed in the middle (a run
+/// inserted or cut) is patched from the old one by summing the shorter
+/// side only: the part after the change only moves ([`shift_back`]).
+pub fn remove_zeros(crc: u32, n: usize) -> u32 {
+    !shift_back(!crc, n)
+}
+
+/// A raw register moved back over `n` zero bytes: `v` times x^(-8n) mod
+/// P. x has order 2^31 - 1 modulo the CRC-32C polynomial (P is x + 1
+/// times a degree-31 factor, and 2^31 - 1 is prime; the tests check
+/// x^(2^31-1) = 1), so x^(-8) = x^(2^31 - 9): one table of its powers of
+/// two, one multiplication per set bit of `n`.
+fn shift_back(mut v: u32, mut n: usize) -> u32 {
+    // 2^k-th powers of x^(-8); 2^31 - 1 zero bytes make one full turn,
+    // so any n reduces below it.
+    static BACK: std::sync::OnceLock<[u32; 31]> = std::sync::OnceLock::new();
+    let back = BACK.get_or_init(|| {
+        let mut t = [0u32; 31];
+        t[0] = x_pow(ORDER - 8);
+        for k in 1..31 {
+            t[k] = mul_mod(t[k - 1], t[k - 1]);
+        }
+        t
+    });
+    n %= ORDER as usize;
+    let mut k = 0;
+    while n != 0 && v != 0 {
+        if n & 1 == 1 {
+            v = mul_mod(v, back[k]);
+        }
+        n >>= 1;
+        k += 1;
+    }
+    v
+}
+
+/// The multiplicative order of x modulo the CRC-32C polynomial.
+const ORDER: u64 = (1 << 31) - 1;
+
+/// x^e mod P as a raw register (x^0 is bit 31).
+fn x_pow(mut e: u64) -> u32 {
+    let (mut acc, mut base) = (1u32 << 31, 1u32 << 30);
+    while e != 0 {
+        if e & 1 == 1 {
+            acc = mul_mod(acc, base);
+        }
+        base = mul_mod(base, base);
+        e >>= 1;
+    }
+    acc
+}
+
 /// [`shift`] through the zero-byte operators of the powers of two.
 fn shift_by_steps(mut v: u32, mut n: usize) -> u32 {
     let t = shift_tables();
@@ -374,6 +435,27 @@ mod tests {
                     "ps {ps} at {at} ranges {kept:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn x_has_order_two_to_the_31_minus_1() {
+        assert_eq!(x_pow(ORDER), 1 << 31);
+        assert_ne!(x_pow(1), 1 << 31);
+    }
+
+    #[test]
+    fn removing_zeros_undoes_appending_them() {
+        let msg: Vec<u8> = (0..300u32).map(|i| (i * 31 + 7) as u8).collect();
+        for n in [0usize, 1, 2, 7, 8, 100, 4095, 4096, 8191, 20_000, 70_000] {
+            let c = crc32c::crc32c(&msg);
+            assert_eq!(remove_zeros(append_zeros(c, n), n), c, "{n}");
+            // A message's sum from the sum with a tail, and the tail's raw
+            // sum: the tail's bytes are XORed out, its length shifted back.
+            let tail = &msg[..n.min(msg.len())];
+            let whole = crc32c::crc32c_append(c, tail);
+            let raw_tail = !crc32c::crc32c_append(!0, tail);
+            assert_eq!(remove_zeros(whole ^ raw_tail, tail.len()), c, "{n}");
         }
     }
 

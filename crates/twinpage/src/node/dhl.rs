@@ -52,6 +52,7 @@ use super::inpage::{
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_MAGIC, RAW_TAIL};
 use super::{
     DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Patched,
+    Value,
 };
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result};
@@ -344,6 +345,62 @@ fn version_crc(
         crc.put(&page[off..off + len]);
     }
     crc.finish()
+}
+
+/// The checksum of the version just written to `slot` of `out` that is
+/// the committed version `vh` of `base` (its cells `spans`) with one cell
+/// inserted at position `at` (`inserted`: its bytes in `out`) or cell `at`
+/// removed, patched from `vh.crc` rather than summed. The message (page
+/// number, 28 header bytes, then per cell its u16 offset and its bytes) is
+/// H ‖ A ‖ [D] ‖ B before and H' ‖ A ‖ [X] ‖ B after: B only moves, so
+/// crc(new) = crc(old) ^ advance(crc(H' ‖ A ‖ X) ^ crc(H ‖ A ‖ D), |B|).
+/// crc(H ‖ A) is summed over A, or, when the rest is shorter, found from
+/// crc(old) with the rest's raw sum removed ([`pagesum::remove_zeros`]).
+#[allow(clippy::too_many_arguments)]
+fn reshaped_crc(
+    pgno: Pgno,
+    base: &[u8],
+    out: &[u8],
+    vh: &SlotHeader,
+    slot: usize,
+    spans: &[Span],
+    at: usize,
+    inserted: Option<(usize, usize)>,
+) -> u32 {
+    let pair = |c: &Span| 2 + c.1;
+    let a_len: usize = spans[..at].iter().map(pair).sum();
+    let rest_len: usize = spans[at..].iter().map(pair).sum();
+    let put = |g: &mut CrcGather, c: &Span| {
+        g.put(&(c.0 as u16).to_be_bytes());
+        g.put(&base[c.0..c.0 + c.1]);
+    };
+    let (hb_old, hb_new) = (vh.slot * SLOT_LEN, slot * SLOT_LEN);
+    let c_ha = if a_len <= rest_len {
+        let mut g = CrcGather::new();
+        g.put(&pgno.to_be_bytes());
+        g.put(&base[hb_old..hb_old + 28]);
+        spans[..at].iter().for_each(|c| put(&mut g, c));
+        g.finish()
+    } else {
+        let mut g = CrcGather::from_crc(!0);
+        spans[at..].iter().for_each(|c| put(&mut g, c));
+        pagesum::remove_zeros(vh.crc ^ !g.finish(), rest_len)
+    };
+    let c_h2a =
+        c_ha ^ pagesum::run_term(&base[hb_old..hb_old + 28], &out[hb_new..hb_new + 28], a_len);
+    let (c_new, c_old, b_len) = match inserted {
+        Some((off, end)) => {
+            let c = crc32c::crc32c_append(c_h2a, &(off as u16).to_be_bytes());
+            (crc32c::crc32c_append(c, &out[off..end]), c_ha, rest_len)
+        }
+        None => {
+            let d = &spans[at];
+            let c = crc32c::crc32c_append(c_ha, &(d.0 as u16).to_be_bytes());
+            let c = crc32c::crc32c_append(c, &base[d.0..d.0 + d.1]);
+            (c_h2a, c, rest_len - pair(d))
+        }
+    };
+    vh.crc ^ pagesum::advance(c_new ^ c_old, b_len)
 }
 
 /// The checksum of the version just written to `slot` of `out`, from the
@@ -913,7 +970,7 @@ impl DhlFormat {
             Some((c, &base[c.2..c.3]))
         })?;
         let intact = || ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
-        let value = match (patch, found) {
+        match (patch, found) {
             (LeafPatch::Delete { .. }, Err(_)) => return intact().then_some(Patched::Absent),
             (LeafPatch::Put(value), Ok((_, (old_off, len, _, vs))))
                 if old_off + len - vs != value.len() =>
@@ -921,22 +978,90 @@ impl DhlFormat {
                 // A value of another size: the logical view moves cells.
                 return None;
             }
-            (LeafPatch::Put(value), Ok(_)) => Some(value),
-            _ => None,
-        };
+            _ => {}
+        }
         if !intact() {
             return None;
         }
+        let found = found.map(|(j, _)| j);
+        self.patch_at(pgno, base, key, patch, found, &vh, ctx, out, sc)
+    }
+
+    /// [`NodeFormat::encode_if_fits`] of a leaf `cells` that is the
+    /// committed version of `base` (verified since it was read) with the
+    /// one change `ch`, the pager's hint ([`EncodeCtx::leaf_change`]): the
+    /// change is known by position, so the page is patched as
+    /// [`DhlFormat::patch_version`] patches it, without the layout's walk
+    /// of every cell. `None` declines (the layout places the node).
+    #[allow(clippy::too_many_arguments)]
+    fn patch_hinted(
+        &self,
+        pgno: Pgno,
+        cells: &[LeafCell],
+        ch: LeafChange,
+        base: &[u8],
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Option<Patched> {
+        let ps = ctx.page_size;
+        if !ctx.base_verified || base.len() != ps || out.len() != ps || ps < 512 {
+            return None;
+        }
+        let vh = Self::committed_slot(base, ctx.tid)?;
+        if vh.kind != LEAF || vh.n == 0 || vh.n > max_rows(ps) || !ch.fits_counts(cells.len(), vh.n)
+        {
+            return None;
+        }
+        let put = |i: usize| match &cells[i].value {
+            Value::Inline(v) => Some((&cells[i].key[..], LeafPatch::Put(&v[..]))),
+            _ => None,
+        };
+        let (key, patch, found) = match ch {
+            LeafChange::Value(i) => put(i).map(|(k, p)| (k, p, Ok(i)))?,
+            LeafChange::Inserted(i) => put(i).map(|(k, p)| (k, p, Err(i)))?,
+            LeafChange::Removed(i) => (&[][..], LeafPatch::Delete { keep: 0 }, Ok(i)),
+        };
+        self.patch_at(pgno, base, key, patch, found, &vh, ctx, out, sc)
+    }
+
+    /// The new version of a patch over the committed version `vh` of
+    /// `base`, which the caller verified: `found` is the key's cell
+    /// (`Ok`) or where it goes (`Err`). A value of the old size replaces
+    /// the cell's (the committed checksum patched); anything else is
+    /// [`DhlFormat::reshape`].
+    #[allow(clippy::too_many_arguments)]
+    fn patch_at(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        found: std::result::Result<usize, usize>,
+        vh: &SlotHeader,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Option<Patched> {
+        let (ps, n) = (ctx.page_size, vh.n);
+        let max_key = self.max_key_len(ps);
+        let rows_end = ROWS_AT + ROW_LEN * n;
         sc.spans.clear();
         for i in 0..n {
-            sc.spans.push(cell(i)?);
+            sc.spans.push(plain_cell(
+                pgno,
+                base,
+                row_at(i, vh.slot),
+                rows_end,
+                max_key,
+            )?);
         }
-        let (value, j) = match (value, found) {
-            (Some(value), Ok((j, _))) => (value, j),
+        let (value, j) = match (patch, found) {
+            (LeafPatch::Put(value), Ok(j)) => (value, j),
             (_, found) => {
                 let existed = found.is_ok();
-                let at = found.map_or_else(|at| at, |(j, _)| j);
-                let done = self.reshape(pgno, base, key, patch, at, &vh, ctx, out, sc);
+                let at = found.unwrap_or_else(|at| at);
+                let done = self.reshape(pgno, base, key, patch, at, vh, ctx, out, sc);
                 return done.then_some(Patched::Written { existed });
             }
         };
@@ -945,7 +1070,10 @@ impl DhlFormat {
         let Scratch {
             spans, runs, free, ..
         } = sc;
-        let (old_off, len, _, vs) = spans[j];
+        let (old_off, len, ks, vs) = *spans.get(j)?;
+        if old_off + len - vs != value.len() || base[ks..vs] != *key {
+            return None;
+        }
         // Where the older version (the one this write replaces) kept a
         // cell the committed one moved: after an update of one value that
         // is a hole of the cell's size, found without sorting every cell.
@@ -1152,11 +1280,17 @@ impl DhlFormat {
             crc: 0,
         };
         write_slot(out, &h);
-        h.crc = version_crc(
-            pgno,
-            out,
-            slot,
-            offsets.iter().copied().zip(lens.iter().copied()),
+        let inserted = (written.1 > written.0).then_some(written);
+        h.crc = reshaped_crc(pgno, base, out, vh, slot, spans, at, inserted);
+        debug_assert_eq!(
+            h.crc,
+            version_crc(
+                pgno,
+                out,
+                slot,
+                offsets.iter().copied().zip(lens.iter().copied()),
+            ),
+            "reshaped version checksum, page {pgno}"
         );
         write_slot(out, &h);
         let hb = slot * SLOT_LEN;
@@ -1440,6 +1574,14 @@ impl DhlFormat {
         out: &mut [u8],
         sc: &mut Scratch,
     ) -> Result<bool> {
+        if let (Some(ch), Some(b), Node::Leaf(cells)) = (ctx.leaf_change, base, node) {
+            if self
+                .patch_hinted(pgno, cells, ch, b, ctx, out, sc)
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
         let Some(lay) = self.layout(Some(pgno), !ctx.base_verified, node, base, ctx, sc)? else {
             return Ok(false);
         };
@@ -1554,7 +1696,6 @@ impl InPageFormat for DhlFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::Value;
 
     const PS: usize = 512;
 

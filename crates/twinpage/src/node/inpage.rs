@@ -408,6 +408,15 @@ impl CrcGather {
         }
     }
 
+    /// A sum that goes on from `crc` (the crc32c of the message so far;
+    /// `!0` sums from a zero register: the result, inverted, is the raw
+    /// CRC of what is put).
+    pub fn from_crc(crc: u32) -> Self {
+        let mut g = Self::new();
+        g.crc = crc;
+        g
+    }
+
     /// Append `bytes` to the message.
     pub fn put(&mut self, mut bytes: &[u8]) {
         let Some(buf) = self.buf.as_deref_mut() else {
