@@ -143,7 +143,7 @@ pub trait PageWrite: PageRead {
     /// pager that knows the page has no other change since the committed
     /// version may tell the format ([`crate::node::EncodeCtx::leaf_change`]).
     /// Both are hints: the default ignores them.
-    fn put_leaf_changed(
+    fn put_changed(
         &mut self,
         pgno: Pgno,
         node: Node,

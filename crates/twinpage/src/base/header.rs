@@ -179,11 +179,19 @@ pub fn seal_page1(page: &mut [u8]) {
 /// [`seal_page1`] for a page 1 that is zero past the mode's fields (the
 /// in-page modes write nothing else there): the zeros are not read.
 pub fn seal_page1_zero_tail(page: &mut [u8]) {
+    seal_page1_zero_from(page, MODE_FIELDS_AT + MODE_FIELDS_LEN);
+}
+
+/// [`seal_page1`] for a page 1 that is zero from byte `zero_from` on (at
+/// or past the mode's fields): the zeros are not read.
+pub fn seal_page1_zero_from(page: &mut [u8], zero_from: usize) {
     let tail = MODE_FIELDS_AT + MODE_FIELDS_LEN;
-    debug_assert!(page[tail..].iter().all(|&b| b == 0), "page 1 tail not zero");
+    let from = zero_from.clamp(tail, page.len());
+    debug_assert!(page[from..].iter().all(|&b| b == 0), "page 1 tail not zero");
     let c = crc32c::crc32c(&1u32.to_be_bytes());
     let c = crc32c::crc32c_append(c, &page[..PAGE1_SUM_AT]);
-    let s = super::pagesum::append_zeros(c, page.len() - tail);
+    let c = crc32c::crc32c_append(c, &page[tail..from]);
+    let s = super::pagesum::append_zeros(c, page.len() - from);
     page[PAGE1_SUM_AT..PAGE1_SUM_AT + 4].copy_from_slice(&s.to_be_bytes());
 }
 

@@ -1078,6 +1078,10 @@ fn modify<P: PageWrite + ?Sized>(
             }
             let (mut cells, mut right) = (cells.clone(), *right);
             let appended = idx == cells.len();
+            let change = match split {
+                true => LeafChange::Split(idx),
+                false => LeafChange::Child(idx),
+            };
             if moved {
                 absorb(&mut cells, &mut right, idx, placed);
             }
@@ -1086,15 +1090,19 @@ fn modify<P: PageWrite + ?Sized>(
             if !moved && !rebalanced {
                 return Ok((existed, Placed::at(pgno)));
             }
-            let placed = store(
-                p,
-                pgno,
-                Node::Interior { cells, right },
-                appended,
-                depth == 0,
-                cfg,
-                order,
-            )?;
+            let node = Node::Interior { cells, right };
+            let placed = if rebalanced {
+                store(p, pgno, node, appended, depth == 0, cfg, order)?
+            } else {
+                // One child moved (and split, maybe): the pager may patch
+                // the committed page instead of encoding every cell. A moved
+                // child takes no more room.
+                let no_larger = !split;
+                let rest = p.put_changed(pgno, node, change, no_larger)?;
+                let placed = place(p, pgno, rest, appended, depth == 0, cfg, order)?;
+                note_in_place(p, pgno, &placed, change);
+                placed
+            };
             Ok((existed, placed))
         }
     }
@@ -1122,7 +1130,7 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             p.discard_value(old);
             let last = i + 1 == cells.len();
             let change = LeafChange::Value(i);
-            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), change, no_larger)?;
+            let rest = p.put_changed(pgno, Node::Leaf(cells), change, no_larger)?;
             let placed = place(p, pgno, rest, last, depth == 0, cfg, order)?;
             note_in_place(p, pgno, &placed, change);
             Ok((true, placed))
@@ -1139,7 +1147,7 @@ fn modify_leaf<P: PageWrite + ?Sized>(
                 },
             );
             let change = LeafChange::Inserted(i);
-            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), change, false)?;
+            let rest = p.put_changed(pgno, Node::Leaf(cells), change, false)?;
             let placed = place(p, pgno, rest, appended, depth == 0, cfg, order)?;
             note_in_place(p, pgno, &placed, change);
             Ok((false, placed))
@@ -1151,7 +1159,7 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_value(p, &c.value)?;
             p.discard_value(c.value);
             let change = LeafChange::Removed(i);
-            let rest = p.put_leaf_changed(pgno, Node::Leaf(cells), change, true)?;
+            let rest = p.put_changed(pgno, Node::Leaf(cells), change, true)?;
             let placed = place(p, pgno, rest, false, depth == 0, cfg, order)?;
             // A merge or redistribution that follows puts the page again
             // (or frees it), which ends the hint.

@@ -24,7 +24,7 @@
 //! layout, the decision table and why ⟨n+1, n⟩ is undone, not redone.
 
 use super::{CommitSet, Journal, JournalMode, PreOpenCtx, RecoverCtx, Recovery};
-use crate::base::header::seal_page1;
+use crate::base::header::seal_page1_zero_from;
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
 use crate::base::{Header, HEADER_LEN};
@@ -181,7 +181,8 @@ fn put_tail(page: &mut [u8], version: u64, flags: u8, gpl: GplRef<'_>) {
     };
     let t = tail_fields(version, flags, count, &page[GPL_OFFSET..GPL_OFFSET + 4 * n]);
     page[TAIL_OFFSET..GPL_OFFSET].copy_from_slice(&t);
-    seal_page1(page);
+    // Zero past the GPL (cleared above): those bytes are not summed.
+    seal_page1_zero_from(page, GPL_OFFSET + 4 * n);
 }
 
 /// Whether header page `page` holds intact DASH fields (registry hook for

@@ -257,14 +257,66 @@ fn leaf_changes(fmt: &dyn NodeFormat, ps: usize, cells: &[LeafCell]) -> Vec<(Lea
     out
 }
 
+/// The interior changes the kit tries on `cells` and `right`, each with
+/// the node it gives: the middle cell's child moved, the right child
+/// moved, and a split of the middle cell's child (a cell whose key follows
+/// the middle cell's, as in [`leaf_changes`], and the next slot's child
+/// moved).
+fn interior_changes(
+    fmt: &dyn NodeFormat,
+    ps: usize,
+    cells: &[InteriorCell],
+    right: Pgno,
+) -> Vec<(LeafChange, Node)> {
+    let mut out = Vec::new();
+    let moved = |c: Pgno| if c > 1_000_000 { c - 999 } else { c + 999 };
+    let m = cells.len() / 2;
+    if m < cells.len() {
+        let mut c = cells.to_vec();
+        c[m].child = moved(c[m].child);
+        out.push((LeafChange::Child(m), Node::Interior { cells: c, right }));
+    }
+    out.push((
+        LeafChange::Child(cells.len()),
+        Node::Interior {
+            cells: cells.to_vec(),
+            right: moved(right),
+        },
+    ));
+    if let Some(prev) = cells.get(m).filter(|p| p.key.chain().is_none()) {
+        let mut key = prev.key.to_vec();
+        key.push(0);
+        let before_next = cells.get(m + 1).is_none_or(|n| key.as_slice() < &n.key[..]);
+        if before_next && key.len() <= fmt.max_key_len(ps) {
+            let (mut c, mut r) = (cells.to_vec(), right);
+            match c.get_mut(m + 1) {
+                Some(next) => next.child = moved(next.child),
+                None => r = moved(r),
+            }
+            c.insert(
+                m + 1,
+                InteriorCell {
+                    key: key.into(),
+                    child: 77,
+                },
+            );
+            out.push((
+                LeafChange::Split(m + 1),
+                Node::Interior { cells: c, right: r },
+            ));
+        }
+    }
+    out
+}
+
 /// Run the whole kit on `fmt`.
 pub fn check_format(fmt: &'static dyn NodeFormat) {
     for &ps in PAGE_SIZES {
         let nodes = node_strategy(fmt, ps);
         // 1 and 2 on a fresh page; 4 and 1 over a committed image.
         let (fresh, over) = (AtomicUsize::new(0), AtomicUsize::new(0));
-        let patches = [0; 3].map(AtomicUsize::new);
-        let hinted = [0; 3].map(AtomicUsize::new);
+        let patches = [0; 5].map(AtomicUsize::new);
+        let hinted = [0; 5].map(AtomicUsize::new);
         let (long, long_over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         runner(192)
             .run(&(nodes.clone(), nodes), |(old, new)| {
@@ -317,10 +369,19 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                 // a removed one): a format that patches its image must
                 // produce what a full encode reads as the new node; one
                 // that declines must say so.
-                if let Node::Leaf(cells) = &old {
-                    for (kind, (change, changed)) in
-                        leaf_changes(fmt, ps, cells).into_iter().enumerate()
-                    {
+                let changes = match &old {
+                    Node::Leaf(cells) => leaf_changes(fmt, ps, cells),
+                    Node::Interior { cells, right } => interior_changes(fmt, ps, cells, *right),
+                };
+                {
+                    for (change, changed) in changes {
+                        let kind = match change {
+                            LeafChange::Value(_) => 0,
+                            LeafChange::Inserted(_) => 1,
+                            LeafChange::Removed(_) => 2,
+                            LeafChange::Child(_) => 3,
+                            LeafChange::Split(_) => 4,
+                        };
                         let ctx = enc(ps, 8);
                         let mut out = vec![0xEEu8; ps];
                         let patched = fmt
@@ -372,13 +433,13 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         let patches = patches.map(AtomicUsize::into_inner);
         assert!(
             fmt.name() != "slotted" || patches.iter().all(|&n| n >= 16),
-            "{} at {ps}: only {patches:?} in-place patches (value, insert, remove)",
+            "{} at {ps}: only {patches:?} in-place patches (value, insert, remove, child, split)",
             fmt.name()
         );
         let hinted = hinted.map(AtomicUsize::into_inner);
         assert!(
             !fmt.needs_base() || hinted.iter().all(|&n| n >= 16),
-            "{} at {ps}: only {hinted:?} hinted writes (value, insert, remove)",
+            "{} at {ps}: only {hinted:?} hinted writes (value, insert, remove, child, split)",
             fmt.name()
         );
         let (long, long_over) = (long.into_inner(), long_over.into_inner());

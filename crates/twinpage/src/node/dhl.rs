@@ -1021,8 +1021,134 @@ impl DhlFormat {
             LeafChange::Value(i) => put(i).map(|(k, p)| (k, p, Ok(i)))?,
             LeafChange::Inserted(i) => put(i).map(|(k, p)| (k, p, Err(i)))?,
             LeafChange::Removed(i) => (&[][..], LeafPatch::Delete { keep: 0 }, Ok(i)),
+            LeafChange::Child(_) | LeafChange::Split(_) => return None,
         };
         self.patch_at(pgno, base, key, patch, found, &vh, ctx, out, sc)
+    }
+
+    /// [`NodeFormat::encode_if_fits`] of an interior `node` that is the
+    /// committed version of `base` (verified since it was read) with one
+    /// child moved, or split (`ch`, the pager's hint): the cells that hold
+    /// a moved child, and a split's new cell, are written to the highest
+    /// gaps the committed version leaves; every other cell is shared. The
+    /// version checksum is summed (an interior write is rare: a split or a
+    /// move below), the page checksum patched. False declines.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_interior(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        ch: LeafChange,
+        base: &[u8],
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let ps = ctx.page_size;
+        let n = node.len();
+        let Node::Interior { right, .. } = node else {
+            return false;
+        };
+        if !ctx.base_verified || base.len() != ps || out.len() != ps || ps < 512 {
+            return false;
+        }
+        let Some(vh) = Self::committed_slot(base, ctx.tid) else {
+            return false;
+        };
+        if vh.kind != INTERIOR || !ch.fits_interior(n, vh.n) || n > max_rows(ps) {
+            return false;
+        }
+        let max_key = self.max_key_len(ps);
+        if spans_into(pgno, base, &vh, max_key, &mut sc.spans).is_err() {
+            return false;
+        }
+        // Node cell `j`'s committed cell, and whether its bytes are new.
+        let (fresh, moved) = match ch {
+            LeafChange::Child(i) => (n, i),
+            LeafChange::Split(i) => (i, i + 1),
+            _ => return false,
+        };
+        let base_of = |j: usize| if j > fresh && fresh < n { j - 1 } else { j };
+        let rows_end = ROWS_AT + ROW_LEN * n.max(vh.n);
+        let Scratch {
+            spans,
+            runs,
+            free,
+            offsets,
+            lens,
+            ident,
+            ..
+        } = sc;
+        if spans.iter().any(|c| c.0 < rows_end) {
+            // The new offset rows would run into a committed cell.
+            return false;
+        }
+        // A cell whose child moved must be the committed cell of its key.
+        if moved < n {
+            let c = spans[base_of(moved)];
+            let key = cell::key_ident(cell_key(node, moved), ident);
+            if base[c.2..c.3] != *key {
+                return false;
+            }
+        }
+        committed_gaps(rows_end, ps, spans, runs, free);
+        out.copy_from_slice(base);
+        offsets.clear();
+        lens.clear();
+        let mut written = [(0, 0); 2];
+        let mut w = 0;
+        for j in 0..n {
+            if j == fresh || j == moved {
+                let len = cell_len(node, j);
+                let Some(gap) = free.iter_mut().rev().find(|g| g.1 - g.0 >= len) else {
+                    return false;
+                };
+                gap.1 -= len;
+                put_cell(node, j, out, gap.1);
+                written[w] = (gap.1, gap.1 + len);
+                w += 1;
+                offsets.push(gap.1);
+                lens.push(len);
+            } else {
+                let c = spans[base_of(j)];
+                offsets.push(c.0);
+                lens.push(c.1);
+            }
+        }
+        let slot = 1 - vh.slot;
+        for (i, &off) in offsets.iter().enumerate() {
+            let r = row_at(i, slot);
+            out[r..r + 2].copy_from_slice(&(off as u16).to_be_bytes());
+        }
+        let mut h = SlotHeader {
+            slot,
+            kind: INTERIOR,
+            n,
+            flags: 0,
+            tid: ctx.tid,
+            right: *right,
+            txn_size: 0,
+            page_count: 0,
+            cells_len: lens.iter().map(|l| 2 + l).sum::<usize>() as u32,
+            crc: 0,
+        };
+        write_slot(out, &h);
+        h.crc = version_crc(
+            pgno,
+            out,
+            slot,
+            offsets.iter().copied().zip(lens.iter().copied()),
+        );
+        write_slot(out, &h);
+        let hb = slot * SLOT_LEN;
+        let ranges = [
+            (hb, hb + SLOT_LEN),
+            (ROWS_AT, rows_end),
+            written[0],
+            written[1],
+        ];
+        seal_patched(pgno, base, out, PAGE_SUM_AT, &ranges);
+        true
     }
 
     /// The new version of a patch over the committed version `vh` of
@@ -1574,11 +1700,14 @@ impl DhlFormat {
         out: &mut [u8],
         sc: &mut Scratch,
     ) -> Result<bool> {
-        if let (Some(ch), Some(b), Node::Leaf(cells)) = (ctx.leaf_change, base, node) {
-            if self
-                .patch_hinted(pgno, cells, ch, b, ctx, out, sc)
-                .is_some()
-            {
+        if let (Some(ch), Some(b)) = (ctx.leaf_change, base) {
+            let done = match node {
+                Node::Leaf(cells) => self
+                    .patch_hinted(pgno, cells, ch, b, ctx, out, sc)
+                    .is_some(),
+                Node::Interior { .. } => self.patch_interior(pgno, node, ch, b, ctx, out, sc),
+            };
+            if done {
                 return Ok(true);
             }
         }
@@ -1778,6 +1907,62 @@ mod tests {
         );
         assert_eq!(f.decode(7, &p3, &dctx(3)).unwrap(), v3);
         assert_eq!(f.decode(7, &p3, &dctx(2)).unwrap(), v2);
+    }
+
+    #[test]
+    fn interior_moves_and_splits_are_patched_beside_the_committed_version() {
+        let f = DhlFormat;
+        let cells: Vec<InteriorCell> = (0..20u32)
+            .map(|i| InteriorCell {
+                key: format!("key{i:03}").as_bytes().into(),
+                child: 100 + i,
+            })
+            .collect();
+        let v1 = Node::Interior {
+            cells: cells.clone(),
+            right: 99,
+        };
+        let p1 = enc(&v1, None, 1);
+        let mut split = cells.clone();
+        split[8].child = 500;
+        split.insert(
+            8,
+            InteriorCell {
+                key: b"key007x".as_slice().into(),
+                child: 501,
+            },
+        );
+        let mut moved = cells.clone();
+        moved[3].child = 502;
+        let cases = [
+            (
+                LeafChange::Split(8),
+                Node::Interior {
+                    cells: split,
+                    right: 99,
+                },
+            ),
+            (
+                LeafChange::Child(3),
+                Node::Interior {
+                    cells: moved,
+                    right: 99,
+                },
+            ),
+            (LeafChange::Child(20), Node::Interior { cells, right: 503 }),
+        ];
+        for (ch, v2) in cases {
+            let mut ctx = ectx(2);
+            ctx.base_verified = true;
+            let mut out = vec![0u8; PS];
+            assert!(
+                with_scratch(|sc| f.patch_interior(7, &v2, ch, &p1, &ctx, &mut out, sc)),
+                "{ch:?}"
+            );
+            assert_eq!(f.decode(7, &out, &dctx(2)).unwrap(), v2, "{ch:?}");
+            assert_eq!(f.decode(7, &out, &dctx(1)).unwrap(), v1, "{ch:?}");
+            f.verify_tree(7, &out, &dctx(2)).unwrap();
+        }
     }
 
     #[test]

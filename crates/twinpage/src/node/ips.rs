@@ -697,7 +697,7 @@ impl IpsFormat {
         let (i, inserted) = match ch {
             LeafChange::Value(i) => (i, false),
             LeafChange::Inserted(i) => (i, true),
-            LeafChange::Removed(_) => return Ok(false),
+            _ => return Ok(false),
         };
         if b.kind != LEAF || !ch.fits_counts(n, b.live) {
             return Ok(false);

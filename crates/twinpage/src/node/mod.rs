@@ -187,7 +187,8 @@ pub enum Patched {
     Absent,
 }
 
-/// One change to a leaf (see [`EncodeCtx::leaf_change`]).
+/// One change to a node (see [`EncodeCtx::leaf_change`]): the first three
+/// to a leaf, the last two to an interior node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeafChange {
     /// Cell `i` has a new value (same key).
@@ -196,13 +197,23 @@ pub enum LeafChange {
     Inserted(usize),
     /// The committed cell `i` is gone; the others remain, in order.
     Removed(usize),
+    /// Interior: the child of slot `i` moved (the right child when `i` is
+    /// the cell count); keys and the other children are the committed
+    /// ones.
+    Child(usize),
+    /// Interior: a child split. Cell `i` is new (the left half and its
+    /// separator), and the child of slot `i + 1` moved (the right child
+    /// when `i + 1` is the cell count); the other cells are the committed
+    /// ones, in order.
+    Split(usize),
 }
 
 impl LeafChange {
-    /// The committed cell that cell `j` of the new node is, for a node of
+    /// The committed cell that cell `j` of the new leaf is, for a node of
     /// `n` cells over `base_n` committed ones (`None`: a new cell, or a
-    /// change that does not fit those counts). The changed cell of
-    /// [`LeafChange::Value`] maps to its old self: the caller compares it.
+    /// change that does not fit those counts, or an interior change). The
+    /// changed cell of [`LeafChange::Value`] maps to its old self: the
+    /// caller compares it.
     pub fn base_index(self, j: usize, n: usize, base_n: usize) -> Option<usize> {
         if !self.fits_counts(n, base_n) {
             return None;
@@ -215,10 +226,11 @@ impl LeafChange {
                 std::cmp::Ordering::Greater => Some(j - 1),
             },
             LeafChange::Removed(c) => Some(if j < c { j } else { j + 1 }),
+            LeafChange::Child(_) | LeafChange::Split(_) => None,
         }
     }
 
-    /// The inverse of [`LeafChange::base_index`]: the cell of the new node
+    /// The inverse of [`LeafChange::base_index`]: the cell of the new leaf
     /// that committed cell `b` is (`None`: the cell replaced or removed).
     /// The counts must fit ([`LeafChange::fits_counts`]).
     pub fn node_index(self, b: usize) -> Option<usize> {
@@ -226,17 +238,29 @@ impl LeafChange {
             LeafChange::Value(c) | LeafChange::Removed(c) if b == c => None,
             LeafChange::Inserted(c) if b >= c => Some(b + 1),
             LeafChange::Removed(c) if b > c => Some(b - 1),
+            LeafChange::Child(_) | LeafChange::Split(_) => None,
             _ => Some(b),
         }
     }
 
-    /// Whether the counts fit the change (`n` new cells, `base_n`
-    /// committed).
+    /// Whether the counts fit a leaf change (`n` new cells, `base_n`
+    /// committed); false for an interior change.
     pub fn fits_counts(self, n: usize, base_n: usize) -> bool {
         match self {
             LeafChange::Value(c) => c < n && base_n == n,
             LeafChange::Inserted(c) => c < n && base_n + 1 == n,
             LeafChange::Removed(c) => c < base_n && base_n == n + 1,
+            LeafChange::Child(_) | LeafChange::Split(_) => false,
+        }
+    }
+
+    /// Whether the counts fit an interior change (`n` new cells, `base_n`
+    /// committed); false for a leaf change.
+    pub fn fits_interior(self, n: usize, base_n: usize) -> bool {
+        match self {
+            LeafChange::Child(c) => c <= n && base_n == n,
+            LeafChange::Split(c) => c < n && base_n + 1 == n,
+            _ => false,
         }
     }
 }

@@ -300,8 +300,11 @@ fn encode_changed(
     out: &mut [u8],
 ) -> bool {
     let ps = ctx.page_size;
-    let Node::Leaf(cells) = node else {
-        return false;
+    let cells = match node {
+        Node::Leaf(cells) => cells,
+        Node::Interior { cells, right } => {
+            return encode_interior_changed(pgno, (cells, *right), base, change, ctx, reserve, out)
+        }
     };
     if base.len() != ps || out.len() != ps || ps < HEADER + reserve || base[0] != LEAF {
         return false;
@@ -366,20 +369,124 @@ fn encode_changed(
                 return false;
             }
         }
+        LeafChange::Child(_) | LeafChange::Split(_) => return false,
     }
+    seal_changed(pgno, base, out, limit, ctx, &ranges);
+    true
+}
+
+/// The end of a patch of `base` into `out`: the reserved trailer (from
+/// `limit`) cleared, the page checksum patched over the changed `ranges`
+/// (which include the trailer's).
+fn seal_changed(
+    pgno: Pgno,
+    base: &[u8],
+    out: &mut [u8],
+    limit: usize,
+    ctx: &EncodeCtx,
+    ranges: &[(usize, usize)],
+) {
     out[limit..].fill(0);
     if ctx.checksums {
         // Patching reads the changed runs twice (old and new): past half
         // a page, one sum of the new page costs less. `base` is the image
         // the pager verified, so neither way seals damage.
         let changed: usize = ranges.iter().map(|&(s, e)| e - s).sum();
-        if 2 * changed > ps {
+        if 2 * changed > ctx.page_size {
             seal_tree(pgno, out);
         } else {
-            let s = pagesum::patched_sum(pgno, base, out, SUM_AT, &ranges);
+            let s = pagesum::patched_sum(pgno, base, out, SUM_AT, ranges);
             out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
         }
     }
+}
+
+/// [`encode_changed`] of an interior node (`cells` and its right child),
+/// `base` an interior page this format wrote:
+/// - a moved child: its four bytes rewritten (the end of its cell, or the
+///   header's right child);
+/// - a split: the new cell written just below the others with its slot
+///   inserted, and the next slot's child moved.
+///
+/// Declines as [`encode_changed`] does.
+fn encode_interior_changed(
+    pgno: Pgno,
+    (cells, right): (&[InteriorCell], Pgno),
+    base: &[u8],
+    change: LeafChange,
+    ctx: &EncodeCtx,
+    reserve: usize,
+    out: &mut [u8],
+) -> bool {
+    let ps = ctx.page_size;
+    if base.len() != ps || out.len() != ps || ps < HEADER + reserve || base[0] != INTERIOR {
+        return false;
+    }
+    let n = be_u16(base, 2);
+    let content = be_u32(base, 4) as usize;
+    let limit = ps - reserve;
+    if !change.fits_interior(cells.len(), n) || content > limit || HEADER + 2 * n > content {
+        return false;
+    }
+    let max_key = SlottedFormat.max_key_len(ps);
+    let mut scratch = Vec::new();
+    // Where the child of committed cell `b` is, if that cell holds the
+    // key of `c` (the node's cell it must be).
+    let mut child_at = |b: usize, c: &InteriorCell| -> Option<usize> {
+        let off = be_u16(base, HEADER + 2 * b);
+        if off < content || off >= limit {
+            return None;
+        }
+        let mut r = Reader::new(base, off, limit, pgno);
+        let key = r.interior_key(b, max_key).ok()?;
+        (key == cell::key_ident(&c.key, &mut scratch)).then_some(r.pos - 4)
+    };
+    // Header (count, content offset, right child), slots, new cell, a
+    // moved child, trailer.
+    let mut ranges = [(2, 12), (0, 0), (0, 0), (0, 0), (limit, ps)];
+    // The child field to rewrite (`None`: the right child, in the header).
+    let moved = match change {
+        LeafChange::Child(i) if i == n => None,
+        LeafChange::Child(i) => match child_at(i, &cells[i]) {
+            Some(at) => Some((at, cells[i].child)),
+            None => return false,
+        },
+        LeafChange::Split(i) => {
+            let cell = &cells[i];
+            let len = cell::interior_len(cell);
+            let next = match i < n {
+                true => match child_at(i, &cells[i + 1]) {
+                    Some(at) => Some((at, cells[i + 1].child)),
+                    None => return false,
+                },
+                false => None,
+            };
+            let before_matches = i == 0 || child_at(i - 1, &cells[i - 1]).is_some();
+            if !before_matches || content < HEADER + 2 * (n + 1) + len {
+                return false;
+            }
+            let at = content - len;
+            out.copy_from_slice(base);
+            cell::put_interior(out, at, cell);
+            let mut r4 = [(0, 0); 4];
+            insert_slot(out, (n, content), (i, at), &mut r4);
+            ranges[1] = r4[1];
+            ranges[2] = r4[2];
+            next
+        }
+        _ => return false,
+    };
+    if let LeafChange::Child(_) = change {
+        out.copy_from_slice(base);
+    }
+    match moved {
+        Some((at, child)) => {
+            out[at..at + 4].copy_from_slice(&child.to_be_bytes());
+            ranges[3] = (at, at + 4);
+        }
+        None => out[8..12].copy_from_slice(&right.to_be_bytes()),
+    }
+    seal_changed(pgno, base, out, limit, ctx, &ranges);
     true
 }
 

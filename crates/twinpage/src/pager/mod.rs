@@ -1331,6 +1331,19 @@ impl Pager {
         let Some(&Some(change)) = st.changed.get(&pgno) else {
             return Ok(None);
         };
+        self.patch_committed(st, pgno, node, change, tid)
+    }
+
+    /// [`Pager::encode_changed`] for a given `change` (the page's only
+    /// one since its committed version, as the caller knows).
+    fn patch_committed(
+        &self,
+        st: &WriteState,
+        pgno: Pgno,
+        node: &Node,
+        change: LeafChange,
+        tid: u64,
+    ) -> Result<Option<Arc<[u8]>>> {
         if !st.committed_is_base(pgno) {
             return Ok(None);
         }
@@ -1346,7 +1359,11 @@ impl Pager {
         let done =
             self.format
                 .encode_changed(pgno, node, &base, change, &ctx, unique(&mut out)?)?;
-        Ok(done.then_some(out))
+        if !done {
+            self.keep_buffer(out);
+            return Ok(None);
+        }
+        Ok(Some(out))
     }
 
     fn take_exclusive(&self, st: &mut WriteState) -> Result<()> {
@@ -2370,21 +2387,13 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         }
     }
 
-    fn put_leaf_changed(
+    fn put_changed(
         &mut self,
         pgno: Pgno,
         node: Node,
         change: LeafChange,
         no_larger: bool,
     ) -> Result<Option<Node>> {
-        if !self.pager.format.needs_base() {
-            if !no_larger {
-                return self.put_node_if_fits(pgno, node);
-            }
-            // The page held the larger node: no size sum.
-            self.put_node(pgno, node)?;
-            return Ok(None);
-        }
         // The node is the committed version with one cell changed when this
         // transaction has not written the page before and the committed
         // state cannot have moved past the version the tree read (one
@@ -2394,6 +2403,28 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             && !st.dirty.contains_key(&pgno)
             && !st.changed.contains_key(&pgno)
             && st.committed_is_base(pgno);
+        if !self.pager.format.needs_base() {
+            if no_larger {
+                // The page held the larger node: no size sum.
+                self.put_node(pgno, node)?;
+                return Ok(None);
+            }
+            // A patch of the committed image now both places the change
+            // and shows it fits: no sum of every cell's size.
+            if first_change {
+                self.check_range(pgno)?;
+                let tid = self.st.txn.tid;
+                if let Some(out) = self.pager.patch_committed(&self.st, pgno, &node, change, tid)? {
+                    self.first_write(pgno)?;
+                    self.mark_put(pgno);
+                    let node = self.pager.node_arc(node);
+                    self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
+                    self.maybe_spill()?;
+                    return Ok(None);
+                }
+            }
+            return self.put_node_if_fits(pgno, node);
+        }
         self.put_encoded(pgno, node, first_change.then_some(change))
     }
 
