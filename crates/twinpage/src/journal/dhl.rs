@@ -24,7 +24,7 @@
 
 use super::group::GroupCommit;
 use super::{CommitSet, CommitTicket, Journal, JournalMode, PageImage, RecoverCtx, Recovery};
-use crate::base::header::seal_page1_zero_tail;
+use crate::base::header::{seal_page1_zero_tail, MODE_FIELDS_AT, MODE_FIELDS_LEN};
 use crate::base::pgmap::{reset_set, PgnoSet};
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
@@ -212,7 +212,6 @@ fn write_tail(p1: &mut [u8], t: Tail, fcc: u64) {
 /// checksum, then zeros to the end of the mode's fields (registry hook for
 /// the integrity check).
 pub(super) fn page1_fields_intact(p1: &[u8]) -> bool {
-    use crate::base::header::{MODE_FIELDS_AT, MODE_FIELDS_LEN};
     let Some(b) = p1.get(TAIL_AT..MODE_FIELDS_AT + MODE_FIELDS_LEN) else {
         return false;
     };
@@ -382,8 +381,9 @@ impl<F: InPageFormat> DhlJournal<F> {
         p
     }
 
-    /// [`DhlJournal::page1`] into `p` (reused: IPS writes page 1 at every
-    /// commit).
+    /// [`DhlJournal::page1`] into `p`, which is zero past the mode's
+    /// fields (reused: IPS writes page 1 at every commit, and this writes
+    /// nothing past them).
     fn page1_into(&self, p: &mut [u8], h: &Header, tail: Tail) {
         let mut h = *h;
         h.journal_mode = self.mode().code();
@@ -391,7 +391,8 @@ impl<F: InPageFormat> DhlJournal<F> {
             h.freelist_head = 0;
             h.freelist_count = 0;
         }
-        p.fill(0);
+        let fields_end = (MODE_FIELDS_AT + MODE_FIELDS_LEN).min(p.len());
+        p[..fields_end].fill(0);
         h.write_to(p);
         write_tail(p, tail, h.fcc);
         // Header and tail only: the rest of the page is the zeros above.

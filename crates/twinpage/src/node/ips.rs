@@ -48,7 +48,9 @@ use super::inpage::{
     write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
-use super::{DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat};
+use super::{
+    DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Patched,
+};
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
 use std::cell::RefCell;
@@ -866,6 +868,298 @@ impl IpsFormat {
     }
 
     /// [`NodeFormat::encode_if_fits`] with this thread's scratch.
+    /// [`NodeFormat::patch_leaf`]: the committed leaf version changed by
+    /// `patch` as \[IPS\] §3.2.1-3.2.2 writes it, without the logical
+    /// view. A put appends the new record below the records, in a new
+    /// slot, and tombstones the record it replaces; a delete tombstones
+    /// the record. The new version's metadata (header, tombstone bitmap)
+    /// goes to the other half, and F flips to it. The key is found by a
+    /// scan of the live records in slot order (they are not in key order).
+    /// A record that is not plain, or no room to append (the logical
+    /// view's in-page garbage collection makes room), declines. The version
+    /// checksum is patched from the committed one (a removed record summed
+    /// over the shorter side of the message), the page checksum over the
+    /// bytes written.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_record(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        order: &dyn KeyOrder,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Option<Patched> {
+        let ps = ctx.page_size;
+        if base.len() != ps || out.len() != ps || ps < 512 {
+            return None;
+        }
+        let b = Self::base_version(pgno, base, ctx.tid).ok()?;
+        if b.kind != LEAF
+            || b.live == 0
+            || b.nslots > max_slots(ps)
+            || b.live > b.nslots
+            || b.free > ps
+            || b.free < slot_at(ps, b.nslots)
+        {
+            return None;
+        }
+        let max_key = self.max_key_len(ps);
+        sc.spans.clear();
+        let mut found = None;
+        for i in 0..b.nslots {
+            if tombstoned(base, ps, b.v, i) {
+                continue;
+            }
+            let off = be16(base, slot_at(ps, i));
+            if off < b.free || off >= ps {
+                return None;
+            }
+            let (ks, vs, end) = Reader::new(base, off, ps, pgno).plain_leaf(max_key)?;
+            let k = &base[ks..vs];
+            let same = match order.bytewise() {
+                true => k == key,
+                false => order.compare(k, key).is_eq(),
+            };
+            if same && found.is_none() {
+                found = Some(sc.spans.len());
+            }
+            sc.spans.push((off, end - off, ks, vs, i));
+        }
+        if sc.spans.len() != b.live {
+            return None;
+        }
+        let intact = || ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
+        // The record appended (its length), and the one tombstoned.
+        let (len, gone) = match (patch, found) {
+            (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
+            (LeafPatch::Delete { keep }, Some(j)) => {
+                let left: usize =
+                    sc.spans.iter().map(|s| 2 + s.1).sum::<usize>() - 2 - sc.spans[j].1;
+                if b.live < 2 || left < keep {
+                    return None;
+                }
+                (0, Some(j))
+            }
+            (LeafPatch::Put(value), found) => {
+                let (klen, vlen) = (key.len(), value.len());
+                if klen > max_key || klen >= 1 << 14 || vlen >= 1 << 14 {
+                    return None;
+                }
+                let len =
+                    1 + cell::varint_len(klen as u64) + cell::varint_len(vlen as u64) + klen + vlen;
+                (len, found)
+            }
+        };
+        // Where a put's record goes: appended below the records in a new
+        // slot (§3.2.1), or, with no room there, as the in-page garbage
+        // collection places it (docs/modes/ips.md §5): in a hole the
+        // committed version does not use, in a slot it tombstoned.
+        let place = match len {
+            0 => None,
+            _ if b.nslots < max_slots(ps)
+                && b.free >= len
+                && b.free - len >= slot_at(ps, b.nslots + 1) =>
+            {
+                Some((b.nslots, b.free - len))
+            }
+            _ => {
+                let slot = (0..b.nslots)
+                    .find(|&i| tombstoned(base, ps, b.v, i))
+                    .unwrap_or(b.nslots);
+                if slot >= max_slots(ps) {
+                    return None;
+                }
+                let used = sc.spans.iter().map(|s| (s.0, s.0 + s.1));
+                free_gaps(
+                    slot_at(ps, b.nslots.max(slot + 1)),
+                    ps,
+                    used,
+                    &mut sc.runs,
+                    &mut sc.holes,
+                );
+                let gap = sc.holes.iter().rev().find(|g| g.1 - g.0 >= len)?;
+                Some((slot, gap.1 - len))
+            }
+        };
+        if !intact() {
+            return None;
+        }
+        out.copy_from_slice(base);
+        let v = 1 - b.v;
+        let (old_tb, tb, tbl) = (tb_at(ps, b.v), tb_at(ps, v), tb_len(ps));
+        out.copy_within(old_tb..old_tb + tbl, tb);
+        if let Some(j) = gone {
+            let s = sc.spans[j].4;
+            out[tb + s / 8] |= 0x80 >> (s % 8);
+        }
+        let mut ranges = [
+            (v * HDR_LEN, (v + 1) * HDR_LEN),
+            (FLIP_AT, tb + tbl),
+            (0, 0),
+            (0, 0),
+        ];
+        let (mut nslots, mut free) = (b.nslots, b.free);
+        if let (LeafPatch::Put(value), Some((slot, at))) = (patch, place) {
+            cell::put_plain_leaf(out, at, key, value);
+            let s = slot_at(ps, slot);
+            out[s..s + 2].copy_from_slice(&(at as u16).to_be_bytes());
+            out[tb + slot / 8] &= !(0x80 >> (slot % 8));
+            ranges[2] = (at, at + len);
+            ranges[3] = (s, s + 2);
+            nslots = nslots.max(slot + 1);
+            free = free.min(at);
+        }
+        let mut h = Version {
+            v,
+            kind: LEAF,
+            nslots,
+            live: b.live + place.is_some() as usize - gone.is_some() as usize,
+            flags: 0,
+            tid: ctx.tid,
+            right: 0,
+            free,
+            txn_size: 0,
+            page_count: 0,
+            crc: 0,
+        };
+        write_header(out, &h);
+        out[FLIP_AT..TB_AT].copy_from_slice(&[v as u8, 0, 0, 0]);
+        h.crc = match place {
+            Some((slot, at)) if slot < b.nslots => {
+                // A reused slot lands inside the message: summed.
+                Self::summed_crc(pgno, out, v, &sc.spans, gone, (slot, at, len))
+            }
+            _ => {
+                let appended = place.map(|(slot, at)| (slot, at, len));
+                Self::patched_crc(pgno, base, out, &b, v, &sc.spans, gone, appended)
+            }
+        };
+        write_header(out, &h);
+        debug_assert_eq!(
+            parse(
+                pgno,
+                out,
+                &h,
+                max_key,
+                &BYTEWISE,
+                &mut Vec::new(),
+                Parse::Verify
+            )
+            .ok(),
+            Some(h.crc),
+            "patched version checksum, page {pgno}"
+        );
+        seal_patched(pgno, base, out, PAGE_SUM_AT, &ranges);
+        Some(Patched::Written {
+            existed: found.is_some(),
+        })
+    }
+
+    /// The checksum of the version [`IpsFormat::patch_record`] wrote to
+    /// half `v` of `out` when its record took a reused slot: the live
+    /// records `spans` (slot order) less `gone`, with `new` (slot, offset,
+    /// length) at its slot's place, summed.
+    fn summed_crc(
+        pgno: Pgno,
+        out: &[u8],
+        v: usize,
+        spans: &[Span],
+        gone: Option<usize>,
+        new: (usize, usize, usize),
+    ) -> u32 {
+        let ps = out.len();
+        let mut g = CrcGather::new();
+        g.put(&pgno.to_be_bytes());
+        g.put(&out[v * HDR_LEN..v * HDR_LEN + HDR_SUMMED]);
+        g.put(&out[tb_at(ps, v)..tb_at(ps, v) + tb_len(ps)]);
+        let put = |g: &mut CrcGather, slot: usize, at: usize, len: usize| {
+            g.put(&out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
+            g.put(&out[at..at + len]);
+        };
+        let mut pending = Some(new);
+        for (k, s) in spans.iter().enumerate() {
+            if let Some((slot, at, len)) = pending.filter(|n| n.0 < s.4) {
+                put(&mut g, slot, at, len);
+                pending = None;
+            }
+            if Some(k) != gone {
+                put(&mut g, s.4, s.0, s.1);
+            }
+        }
+        if let Some((slot, at, len)) = pending {
+            put(&mut g, slot, at, len);
+        }
+        g.finish()
+    }
+
+    /// The checksum of the version [`IpsFormat::patch_record`] wrote to
+    /// half `v` of `out`, from the committed version `b`'s (live records
+    /// `spans`, slot order): the header and tombstone bitmap change in
+    /// place (same length), record `gone` leaves the message (B, the
+    /// records after it, only moves: see `dhl::reshaped_crc`), and
+    /// `appended` (slot, offset, length) joins it at the end.
+    #[allow(clippy::too_many_arguments)]
+    fn patched_crc(
+        pgno: Pgno,
+        base: &[u8],
+        out: &[u8],
+        b: &Version,
+        v: usize,
+        spans: &[Span],
+        gone: Option<usize>,
+        appended: Option<(usize, usize, usize)>,
+    ) -> u32 {
+        let ps = out.len();
+        let pair = |s: &Span| 2 + s.1;
+        let records: usize = spans.iter().map(pair).sum();
+        let (tbl, hb_old, hb_new) = (tb_len(ps), b.v * HDR_LEN, v * HDR_LEN);
+        let (tb_old, tb_new) = (tb_at(ps, b.v), tb_at(ps, v));
+        let mut crc = b.crc
+            ^ pagesum::run_term(
+                &base[hb_old..hb_old + HDR_SUMMED],
+                &out[hb_new..hb_new + HDR_SUMMED],
+                tbl + records,
+            )
+            ^ pagesum::run_term(
+                &base[tb_old..tb_old + tbl],
+                &out[tb_new..tb_new + tbl],
+                records,
+            );
+        let put = |g: &mut CrcGather, s: &Span| {
+            g.put(&out[slot_at(ps, s.4)..slot_at(ps, s.4) + 2]);
+            g.put(&out[s.0..s.0 + s.1]);
+        };
+        if let Some(j) = gone {
+            let a_len: usize = spans[..j].iter().map(pair).sum();
+            let rest = records - a_len;
+            let prefix = 4 + HDR_SUMMED + tbl + a_len;
+            let c_pa = if prefix <= rest {
+                let mut g = CrcGather::new();
+                g.put(&pgno.to_be_bytes());
+                g.put(&out[hb_new..hb_new + HDR_SUMMED]);
+                g.put(&out[tb_new..tb_new + tbl]);
+                spans[..j].iter().for_each(|s| put(&mut g, s));
+                g.finish()
+            } else {
+                let mut g = CrcGather::from_crc(!0);
+                spans[j..].iter().for_each(|s| put(&mut g, s));
+                pagesum::remove_zeros(crc ^ !g.finish(), rest)
+            };
+            let mut g = CrcGather::from_crc(c_pa);
+            put(&mut g, &spans[j]);
+            let c_pad = g.finish();
+            crc ^= pagesum::advance(c_pa ^ c_pad, rest - pair(&spans[j]));
+        }
+        if let Some((slot, at, len)) = appended {
+            crc = crc32c::crc32c_append(crc, &out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
+            crc = crc32c::crc32c_append(crc, &out[at..at + len]);
+        }
+        crc
+    }
+
     fn write_version(
         &self,
         pgno: Pgno,
@@ -1083,6 +1377,25 @@ impl NodeFormat for IpsFormat {
             )));
         }
         with_scratch(|sc| self.write_version(pgno, node, base, ctx, out, sc))
+    }
+
+    fn patches_leaf(&self, _patch: &LeafPatch<'_>) -> bool {
+        true
+    }
+
+    fn patch_leaf(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        order: &dyn KeyOrder,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<Option<Patched>> {
+        Ok(with_scratch(|sc| {
+            self.patch_record(pgno, base, key, patch, order, ctx, out, sc)
+        }))
     }
 
     fn max_key_len(&self, page_size: usize) -> usize {

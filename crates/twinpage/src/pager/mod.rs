@@ -2414,7 +2414,10 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             if first_change {
                 self.check_range(pgno)?;
                 let tid = self.st.txn.tid;
-                if let Some(out) = self.pager.patch_committed(&self.st, pgno, &node, change, tid)? {
+                if let Some(out) = self
+                    .pager
+                    .patch_committed(&self.st, pgno, &node, change, tid)?
+                {
                     self.first_write(pgno)?;
                     self.mark_put(pgno);
                     let node = self.pager.node_arc(node);
