@@ -365,56 +365,48 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                         long_over.fetch_add(1, Relaxed);
                     }
                 }
-                // One leaf change, nothing else (a value, an inserted cell,
-                // a removed one): a format that patches its image must
-                // produce what a full encode reads as the new node; one
-                // that declines must say so.
+                // One change, nothing else (a leaf's value, inserted cell
+                // or removed one; an interior node's moved child or split
+                // child): a format that patches its image must produce
+                // what a full encode reads as the new node; one that
+                // declines must say so.
                 let changes = match &old {
                     Node::Leaf(cells) => leaf_changes(fmt, ps, cells),
                     Node::Interior { cells, right } => interior_changes(fmt, ps, cells, *right),
                 };
-                {
-                    for (change, changed) in changes {
-                        let kind = match change {
-                            LeafChange::Value(_) => 0,
-                            LeafChange::Inserted(_) => 1,
-                            LeafChange::Removed(_) => 2,
-                            LeafChange::Child(_) => 3,
-                            LeafChange::Split(_) => 4,
-                        };
-                        let ctx = enc(ps, 8);
+                for (change, changed) in changes {
+                    let kind = match change {
+                        LeafChange::Value(_) => 0,
+                        LeafChange::Inserted(_) => 1,
+                        LeafChange::Removed(_) => 2,
+                        LeafChange::Child(_) => 3,
+                        LeafChange::Split(_) => 4,
+                    };
+                    let ctx = enc(ps, 8);
+                    let mut out = vec![0xEEu8; ps];
+                    let patched = fmt
+                        .encode_changed(5, &changed, &page, change, &ctx, &mut out)
+                        .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
+                    if patched {
+                        reads_back(fmt, &out, ps, 8, &changed, &format!("patched {change:?}"))?;
+                        patches[kind].fetch_add(1, Relaxed);
+                    }
+                    // The same change as the pager's hint to a format
+                    // that writes beside the committed version (over a
+                    // base it verified): both versions read back.
+                    if fmt.needs_base() {
+                        let mut ctx = enc(ps, 8);
+                        ctx.leaf_change = Some(change);
+                        ctx.base_verified = true;
                         let mut out = vec![0xEEu8; ps];
-                        let patched = fmt
-                            .encode_changed(5, &changed, &page, change, &ctx, &mut out)
+                        let written = fmt
+                            .encode_if_fits(5, &changed, Some(&page), &ctx, &mut out)
                             .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
-                        if patched {
-                            reads_back(fmt, &out, ps, 8, &changed, &format!("patched {change:?}"))?;
-                            patches[kind].fetch_add(1, Relaxed);
-                        }
-                        // The same change as the pager's hint to a format
-                        // that writes beside the committed version (over a
-                        // base it verified): both versions read back.
-                        if fmt.needs_base() {
-                            let mut ctx = enc(ps, 8);
-                            ctx.leaf_change = Some(change);
-                            ctx.base_verified = true;
-                            let mut out = vec![0xEEu8; ps];
-                            let written = fmt
-                                .encode_if_fits(5, &changed, Some(&page), &ctx, &mut out)
-                                .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
-                            if written {
-                                let what = format!("hinted {change:?}");
-                                reads_back(fmt, &out, ps, 8, &changed, &what)?;
-                                reads_back(
-                                    fmt,
-                                    &out,
-                                    ps,
-                                    7,
-                                    &old,
-                                    &format!("{what}, old version"),
-                                )?;
-                                hinted[kind].fetch_add(1, Relaxed);
-                            }
+                        if written {
+                            let what = format!("hinted {change:?}");
+                            reads_back(fmt, &out, ps, 8, &changed, &what)?;
+                            reads_back(fmt, &out, ps, 7, &old, &format!("{what}, old version"))?;
+                            hinted[kind].fetch_add(1, Relaxed);
                         }
                     }
                 }

@@ -969,7 +969,9 @@ impl IpsFormat {
                 let slot = (0..b.nslots)
                     .find(|&i| tombstoned(base, ps, b.v, i))
                     .unwrap_or(b.nslots);
-                if slot >= max_slots(ps) {
+                // A new slot entry must not run into the committed
+                // version's lowest record.
+                if slot >= max_slots(ps) || (slot == b.nslots && b.free < slot_at(ps, slot + 1)) {
                     return None;
                 }
                 let used = sc.spans.iter().map(|s| (s.0, s.0 + s.1));

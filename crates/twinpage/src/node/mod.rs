@@ -368,6 +368,14 @@ pub trait NodeFormat: Send + Sync {
         Ok(false)
     }
 
+    /// Whether [`NodeFormat::patch_leaf`] may take a patch of this kind
+    /// (a cheap test before the caller fetches the page). The default:
+    /// none.
+    fn patches_leaf(&self, patch: &LeafPatch<'_>) -> bool {
+        let _ = patch;
+        false
+    }
+
     /// Write into `out` the leaf `base` (the page's committed image, which
     /// this format wrote) changed by `patch`, without decoding the node:
     /// the key is found by a search of the page in `order`, and the page
@@ -377,14 +385,6 @@ pub trait NodeFormat: Send + Sync {
     /// caller goes through the logical view. A base not verified since it
     /// was read (`ctx.base_verified`) is verified first, or declined: a
     /// patch may not seal damage it never checked. The default declines.
-    /// Whether [`NodeFormat::patch_leaf`] may take a patch of this kind
-    /// (a cheap test before the caller fetches the page). The default:
-    /// none.
-    fn patches_leaf(&self, patch: &LeafPatch<'_>) -> bool {
-        let _ = patch;
-        false
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn patch_leaf(
         &self,

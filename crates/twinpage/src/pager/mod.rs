@@ -2128,8 +2128,6 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         };
     }
 
-    /// Before `pgno` is put: a page put a second time (or freed) has no
-    /// single changed cell any more.
     /// Encode `node` over the base image of `pgno` now (a format that
     /// places cells around the committed version), or hand it back if it
     /// does not fit. `change`: [`EncodeCtx::leaf_change`].
@@ -2164,6 +2162,8 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         Ok(None)
     }
 
+    /// Before `pgno` is put: a page put a second time (or freed) has no
+    /// single changed cell any more.
     fn mark_put(&mut self, pgno: Pgno) {
         self.st.generation += 1;
         if self.st.dirty.contains_key(&pgno) {
