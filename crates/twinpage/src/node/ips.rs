@@ -50,6 +50,7 @@ use super::inpage::{
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
 use super::{
     DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Patched,
+    Value,
 };
 use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
@@ -1172,6 +1173,24 @@ impl IpsFormat {
         sc: &mut Scratch,
     ) -> Result<bool> {
         let ps = ctx.page_size;
+        // The pager's hint of one put over a verified base: written as the
+        // patch path writes it (the key's record found by its bytes, which
+        // the hint says the base stores for it, if at all).
+        if let (Some(b), Node::Leaf(cells), Some(LeafChange::Value(i) | LeafChange::Inserted(i))) =
+            (base, node, ctx.leaf_change.filter(|_| ctx.base_verified))
+        {
+            let plain = cells.get(i).filter(|c| c.key.chain().is_none());
+            if let Some(Value::Inline(v)) = plain.map(|c| &c.value) {
+                let put = LeafPatch::Put(&v[..]);
+                let key = &cells[i].key[..];
+                if self
+                    .patch_record(pgno, b, key, put, &BYTEWISE, ctx, out, sc)
+                    .is_some()
+                {
+                    return Ok(true);
+                }
+            }
+        }
         let Some(plan) = self.layout(
             Some(pgno),
             !ctx.base_verified,
