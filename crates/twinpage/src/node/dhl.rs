@@ -347,6 +347,38 @@ fn version_crc(
     crc.finish()
 }
 
+/// Write a new version into `slot` of `out`: its offset rows (`offsets`;
+/// `lens` the cells' lengths, for the header's message length) and its
+/// header of page type and right child `kind`, with checksum 0 for the
+/// caller to fill in. Returns the header.
+fn write_shared_version(
+    out: &mut [u8],
+    slot: usize,
+    (kind, right): (u8, Pgno),
+    offsets: &[usize],
+    lens: &[usize],
+    tid: u64,
+) -> SlotHeader {
+    for (i, &off) in offsets.iter().enumerate() {
+        let r = row_at(i, slot);
+        out[r..r + 2].copy_from_slice(&(off as u16).to_be_bytes());
+    }
+    let h = SlotHeader {
+        slot,
+        kind,
+        n: offsets.len(),
+        flags: 0,
+        tid,
+        right,
+        txn_size: 0,
+        page_count: 0,
+        cells_len: lens.iter().map(|l| 2 + l).sum::<usize>() as u32,
+        crc: 0,
+    };
+    write_slot(out, &h);
+    h
+}
+
 /// The checksum of the version just written to `slot` of `out` that is
 /// the committed version `vh` of `base` (its cells `spans`) with one cell
 /// inserted at position `at` (`inserted`: its bytes in `out`) or cell `at`
@@ -1116,23 +1148,7 @@ impl DhlFormat {
             }
         }
         let slot = 1 - vh.slot;
-        for (i, &off) in offsets.iter().enumerate() {
-            let r = row_at(i, slot);
-            out[r..r + 2].copy_from_slice(&(off as u16).to_be_bytes());
-        }
-        let mut h = SlotHeader {
-            slot,
-            kind: INTERIOR,
-            n,
-            flags: 0,
-            tid: ctx.tid,
-            right: *right,
-            txn_size: 0,
-            page_count: 0,
-            cells_len: lens.iter().map(|l| 2 + l).sum::<usize>() as u32,
-            crc: 0,
-        };
-        write_slot(out, &h);
+        let mut h = write_shared_version(out, slot, (INTERIOR, *right), offsets, lens, ctx.tid);
         h.crc = version_crc(
             pgno,
             out,
@@ -1389,23 +1405,7 @@ impl DhlFormat {
             }
         }
         let slot = 1 - vh.slot;
-        for (i, &off) in offsets.iter().enumerate() {
-            let r = row_at(i, slot);
-            out[r..r + 2].copy_from_slice(&(off as u16).to_be_bytes());
-        }
-        let mut h = SlotHeader {
-            slot,
-            kind: LEAF,
-            n: offsets.len(),
-            flags: 0,
-            tid: ctx.tid,
-            right: 0,
-            txn_size: 0,
-            page_count: 0,
-            cells_len: lens.iter().map(|l| 2 + l).sum::<usize>() as u32,
-            crc: 0,
-        };
-        write_slot(out, &h);
+        let mut h = write_shared_version(out, slot, (LEAF, 0), offsets, lens, ctx.tid);
         let inserted = (written.1 > written.0).then_some(written);
         h.crc = reshaped_crc(pgno, base, out, vh, slot, spans, at, inserted);
         debug_assert_eq!(

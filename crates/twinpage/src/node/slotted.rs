@@ -306,13 +306,10 @@ fn encode_changed(
             return encode_interior_changed(pgno, (cells, *right), base, change, ctx, reserve, out)
         }
     };
-    if base.len() != ps || out.len() != ps || ps < HEADER + reserve || base[0] != LEAF {
+    let Some((n, content, limit)) = patchable(base, out, ps, reserve, LEAF) else {
         return false;
-    }
-    let n = be_u16(base, 2);
-    let content = be_u32(base, 4) as usize;
-    let limit = ps - reserve;
-    if !change.fits_counts(cells.len(), n) || content > limit || HEADER + 2 * n > content {
+    };
+    if !change.fits_counts(cells.len(), n) {
         return false;
     }
     let max_key = SlottedFormat.max_key_len(ps);
@@ -375,6 +372,25 @@ fn encode_changed(
     true
 }
 
+/// The cell count, the first cell byte and the end of the cell area of
+/// `base`, a page of type `kind` with `reserve` trailer bytes, when its
+/// header is one a patch can work from (`out` a page too); else `None`.
+fn patchable(
+    base: &[u8],
+    out: &[u8],
+    ps: usize,
+    reserve: usize,
+    kind: u8,
+) -> Option<(usize, usize, usize)> {
+    if base.len() != ps || out.len() != ps || ps < HEADER + reserve || base[0] != kind {
+        return None;
+    }
+    let n = be_u16(base, 2);
+    let content = be_u32(base, 4) as usize;
+    let limit = ps - reserve;
+    (content <= limit && HEADER + 2 * n <= content).then_some((n, content, limit))
+}
+
 /// The end of a patch of `base` into `out`: the reserved trailer (from
 /// `limit`) cleared, the page checksum patched over the changed `ranges`
 /// (which include the trailer's).
@@ -419,13 +435,10 @@ fn encode_interior_changed(
     out: &mut [u8],
 ) -> bool {
     let ps = ctx.page_size;
-    if base.len() != ps || out.len() != ps || ps < HEADER + reserve || base[0] != INTERIOR {
+    let Some((n, content, limit)) = patchable(base, out, ps, reserve, INTERIOR) else {
         return false;
-    }
-    let n = be_u16(base, 2);
-    let content = be_u32(base, 4) as usize;
-    let limit = ps - reserve;
-    if !change.fits_interior(cells.len(), n) || content > limit || HEADER + 2 * n > content {
+    };
+    if !change.fits_interior(cells.len(), n) {
         return false;
     }
     let max_key = SlottedFormat.max_key_len(ps);
