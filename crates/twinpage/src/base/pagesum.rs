@@ -255,7 +255,7 @@ pub fn advance(term: u32, n: usize) -> u32 {
 /// followed by `n` zero bytes is `crc`. A crc32c is linear in its message
 /// bytes, so the sum of a message that changed in the middle (a run
 /// inserted or cut) is patched from the old one by summing the shorter
-/// side only: the part after the change only moves ([`shift_back`]).
+/// side only: the part after the change only moves.
 pub fn remove_zeros(crc: u32, n: usize) -> u32 {
     !shift_back(!crc, n)
 }
