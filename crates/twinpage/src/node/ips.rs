@@ -1048,7 +1048,7 @@ impl IpsFormat {
                 &h,
                 max_key,
                 &BYTEWISE,
-                &mut Vec::new(),
+                &mut sc.other,
                 Parse::Verify
             )
             .ok(),
