@@ -1294,17 +1294,20 @@ impl DhlFormat {
         );
         h.crc = crc;
         write_slot(out, &h);
-        debug_assert_eq!(
-            crc,
-            version_crc(
-                pgno,
-                out,
-                slot,
-                spans
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (if i == j { new_off } else { c.0 }, c.1))
-            ),
+        // A committed version whose own checksum fails (damage the page
+        // checksum missed) leaves one that fails: that is the point (C5).
+        debug_assert!(
+            version_crc(pgno, base, vh.slot, spans.iter().map(|c| (c.0, c.1))) != vh.crc
+                || crc
+                    == version_crc(
+                        pgno,
+                        out,
+                        slot,
+                        spans
+                            .iter()
+                            .enumerate()
+                            .map(|(i, c)| (if i == j { new_off } else { c.0 }, c.1))
+                    ),
             "patched version checksum, page {pgno}"
         );
         let ranges = [
@@ -1408,14 +1411,15 @@ impl DhlFormat {
         let mut h = write_shared_version(out, slot, (LEAF, 0), offsets, lens, ctx.tid);
         let inserted = (written.1 > written.0).then_some(written);
         h.crc = reshaped_crc(pgno, base, out, vh, slot, spans, at, inserted);
-        debug_assert_eq!(
-            h.crc,
-            version_crc(
-                pgno,
-                out,
-                slot,
-                offsets.iter().copied().zip(lens.iter().copied()),
-            ),
+        debug_assert!(
+            version_crc(pgno, base, vh.slot, spans.iter().map(|c| (c.0, c.1))) != vh.crc
+                || h.crc
+                    == version_crc(
+                        pgno,
+                        out,
+                        slot,
+                        offsets.iter().copied().zip(lens.iter().copied()),
+                    ),
             "reshaped version checksum, page {pgno}"
         );
         write_slot(out, &h);

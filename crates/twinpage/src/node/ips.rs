@@ -1030,29 +1030,34 @@ impl IpsFormat {
         };
         write_header(out, &h);
         out[FLIP_AT..TB_AT].copy_from_slice(&[v as u8, 0, 0, 0]);
-        h.crc = match place {
-            Some((slot, at)) if slot < b.nslots => {
-                // A reused slot lands inside the message: summed.
-                Self::summed_crc(pgno, out, v, &sc.spans, gone, (slot, at, len))
-            }
-            _ => {
-                let appended = place.map(|(slot, at)| (slot, at, len));
-                Self::patched_crc(pgno, base, out, &b, v, &sc.spans, gone, appended)
-            }
-        };
+        let new = place.map(|(slot, at)| (slot, at, len));
+        h.crc = Self::patched_crc(pgno, base, out, &b, v, &sc.spans, gone, new);
         write_header(out, &h);
-        debug_assert_eq!(
+        // A base version whose own checksum fails (damage the page
+        // checksum missed) leaves one that fails: that is the point (C5).
+        debug_assert!(
             parse(
                 pgno,
-                out,
-                &h,
+                base,
+                &b,
                 max_key,
                 &BYTEWISE,
                 &mut sc.other,
                 Parse::Verify
             )
-            .ok(),
-            Some(h.crc),
+            .ok()
+                != Some(b.crc)
+                || parse(
+                    pgno,
+                    out,
+                    &h,
+                    max_key,
+                    &BYTEWISE,
+                    &mut sc.other,
+                    Parse::Verify
+                )
+                .ok()
+                    == Some(h.crc),
             "patched version checksum, page {pgno}"
         );
         seal_patched(pgno, base, out, PAGE_SUM_AT, &ranges);
@@ -1062,48 +1067,13 @@ impl IpsFormat {
     }
 
     /// The checksum of the version [`IpsFormat::patch_record`] wrote to
-    /// half `v` of `out` when its record took a reused slot: the live
-    /// records `spans` (slot order) less `gone`, with `new` (slot, offset,
-    /// length) at its slot's place, summed.
-    fn summed_crc(
-        pgno: Pgno,
-        out: &[u8],
-        v: usize,
-        spans: &[Span],
-        gone: Option<usize>,
-        new: (usize, usize, usize),
-    ) -> u32 {
-        let ps = out.len();
-        let mut g = CrcGather::new();
-        g.put(&pgno.to_be_bytes());
-        g.put(&out[v * HDR_LEN..v * HDR_LEN + HDR_SUMMED]);
-        g.put(&out[tb_at(ps, v)..tb_at(ps, v) + tb_len(ps)]);
-        let put = |g: &mut CrcGather, slot: usize, at: usize, len: usize| {
-            g.put(&out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
-            g.put(&out[at..at + len]);
-        };
-        let mut pending = Some(new);
-        for (k, s) in spans.iter().enumerate() {
-            if let Some((slot, at, len)) = pending.filter(|n| n.0 < s.4) {
-                put(&mut g, slot, at, len);
-                pending = None;
-            }
-            if Some(k) != gone {
-                put(&mut g, s.4, s.0, s.1);
-            }
-        }
-        if let Some((slot, at, len)) = pending {
-            put(&mut g, slot, at, len);
-        }
-        g.finish()
-    }
-
-    /// The checksum of the version [`IpsFormat::patch_record`] wrote to
     /// half `v` of `out`, from the committed version `b`'s (live records
     /// `spans`, slot order): the header and tombstone bitmap change in
     /// place (same length), record `gone` leaves the message (B, the
-    /// records after it, only moves: see `dhl::reshaped_crc`), and
-    /// `appended` (slot, offset, length) joins it at the end.
+    /// records after it, only moves: see `dhl::reshaped_crc`), and `new`
+    /// (slot, offset, length) joins it at its slot's place, the end for an
+    /// appended slot. Each edit sums the shorter side of the message
+    /// around it.
     #[allow(clippy::too_many_arguments)]
     fn patched_crc(
         pgno: Pgno,
@@ -1113,7 +1083,7 @@ impl IpsFormat {
         v: usize,
         spans: &[Span],
         gone: Option<usize>,
-        appended: Option<(usize, usize, usize)>,
+        new: Option<(usize, usize, usize)>,
     ) -> u32 {
         let ps = out.len();
         let pair = |s: &Span| 2 + s.1;
@@ -1156,11 +1126,41 @@ impl IpsFormat {
             let c_pad = g.finish();
             crc ^= pagesum::advance(c_pa ^ c_pad, rest - pair(&spans[j]));
         }
-        if let Some((slot, at, len)) = appended {
-            crc = crc32c::crc32c_append(crc, &out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
-            crc = crc32c::crc32c_append(crc, &out[at..at + len]);
+        let Some((slot, at, len)) = new else {
+            return crc;
+        };
+        // The new pair goes where its slot falls among the live ones (the
+        // end, for an appended slot; a reused slot lands inside): the
+        // pairs after it (B) only move.
+        let q = spans.partition_point(|s| s.4 < slot);
+        let kept =
+            |r: std::ops::Range<usize>| r.filter(move |&k| Some(k) != gone).map(|k| &spans[k]);
+        let rest: usize = kept(q..spans.len()).map(pair).sum();
+        let x = |g: &mut CrcGather| {
+            g.put(&out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
+            g.put(&out[at..at + len]);
+        };
+        if rest == 0 {
+            let mut g = CrcGather::from_crc(crc);
+            x(&mut g);
+            return g.finish();
         }
-        crc
+        let a_len: usize = kept(0..q).map(pair).sum();
+        let c_pa = if 4 + HDR_SUMMED + tbl + a_len <= rest {
+            let mut g = CrcGather::new();
+            g.put(&pgno.to_be_bytes());
+            g.put(&out[hb_new..hb_new + HDR_SUMMED]);
+            g.put(&out[tb_new..tb_new + tbl]);
+            kept(0..q).for_each(|s| put(&mut g, s));
+            g.finish()
+        } else {
+            let mut g = CrcGather::from_crc(!0);
+            kept(q..spans.len()).for_each(|s| put(&mut g, s));
+            pagesum::remove_zeros(crc ^ !g.finish(), rest)
+        };
+        let mut g = CrcGather::from_crc(c_pa);
+        x(&mut g);
+        crc ^ pagesum::advance(c_pa ^ g.finish(), rest)
     }
 
     fn write_version(
