@@ -98,7 +98,7 @@ pub trait PageWrite: PageRead {
     fn value_bytes(&mut self, value: &[u8]) -> Bytes {
         Bytes::from(value)
     }
-    /// The leaf just put at `pgno`, and not moved or split since, differs
+    /// The node just put at `pgno`, and not moved or split since, differs
     /// from the node [`PageRead::node`] gave for it by `change` alone: a
     /// pager that knows that node was the committed one may have the
     /// format patch the committed image instead of encoding the whole
@@ -135,10 +135,11 @@ pub trait PageWrite: PageRead {
         self.put_node(pgno, node)?;
         Ok(None)
     }
-    /// [`PageWrite::put_node_if_fits`] for a leaf that differs from the
-    /// node `pgno` holds now by one cell (`change`). `no_larger`: its cells
-    /// take no more room than before (a cell removed, or a value replaced
-    /// by one no longer), so a format that places cells by size alone
+    /// [`PageWrite::put_node_if_fits`] for a node that differs from the
+    /// one `pgno` holds now by one change (`change`: a leaf's cell, or an
+    /// interior node's moved or split child). `no_larger`: its cells take
+    /// no more room than before (a cell removed, a value replaced by one no
+    /// longer, a child moved), so a format that places cells by size alone
     /// ([`crate::node::NodeFormat::needs_base`] false) needs no test. A
     /// pager that knows the page has no other change since the committed
     /// version may tell the format ([`crate::node::EncodeCtx::leaf_change`]).

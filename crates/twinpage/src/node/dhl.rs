@@ -45,9 +45,9 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid, seal_patched,
-    snapshot_too_old, verify_tree_page, with_local, write_envelope, CrcGather, InPageFormat,
-    VersionState,
+    check_envelope, check_free_page, free_gaps, invalidate_envelope, prefix_crc, raw_tid,
+    seal_patched, snapshot_too_old, verify_tree_page, with_local, write_envelope, CrcGather,
+    InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_MAGIC, RAW_TAIL};
 use super::{
@@ -407,17 +407,17 @@ fn reshaped_crc(
         g.put(&base[c.0..c.0 + c.1]);
     };
     let (hb_old, hb_new) = (vh.slot * SLOT_LEN, slot * SLOT_LEN);
-    let c_ha = if a_len <= rest_len {
-        let mut g = CrcGather::new();
-        g.put(&pgno.to_be_bytes());
-        g.put(&base[hb_old..hb_old + 28]);
-        spans[..at].iter().for_each(|c| put(&mut g, c));
-        g.finish()
-    } else {
-        let mut g = CrcGather::from_crc(!0);
-        spans[at..].iter().for_each(|c| put(&mut g, c));
-        pagesum::remove_zeros(vh.crc ^ !g.finish(), rest_len)
-    };
+    let c_ha = prefix_crc(
+        vh.crc,
+        (32 + a_len, |g: &mut CrcGather| {
+            g.put(&pgno.to_be_bytes());
+            g.put(&base[hb_old..hb_old + 28]);
+            spans[..at].iter().for_each(|c| put(g, c));
+        }),
+        (rest_len, |g: &mut CrcGather| {
+            spans[at..].iter().for_each(|c| put(g, c))
+        }),
+    );
     let c_h2a =
         c_ha ^ pagesum::run_term(&base[hb_old..hb_old + 28], &out[hb_new..hb_new + 28], a_len);
     let (c_new, c_old, b_len) = match inserted {

@@ -43,8 +43,8 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid,
-    seal_patched, snapshot_too_old, sort_nearly_sorted_by, verify_tree_page, with_local,
+    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, prefix_crc,
+    raw_tid, seal_patched, snapshot_too_old, sort_nearly_sorted_by, verify_tree_page, with_local,
     write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
@@ -1105,22 +1105,26 @@ impl IpsFormat {
             g.put(&out[slot_at(ps, s.4)..slot_at(ps, s.4) + 2]);
             g.put(&out[s.0..s.0 + s.1]);
         };
+        // The new version's message up to its records.
+        let head = |g: &mut CrcGather| {
+            g.put(&pgno.to_be_bytes());
+            g.put(&out[hb_new..hb_new + HDR_SUMMED]);
+            g.put(&out[tb_new..tb_new + tbl]);
+        };
         if let Some(j) = gone {
             let a_len: usize = spans[..j].iter().map(pair).sum();
             let rest = records - a_len;
             let prefix = 4 + HDR_SUMMED + tbl + a_len;
-            let c_pa = if prefix <= rest {
-                let mut g = CrcGather::new();
-                g.put(&pgno.to_be_bytes());
-                g.put(&out[hb_new..hb_new + HDR_SUMMED]);
-                g.put(&out[tb_new..tb_new + tbl]);
-                spans[..j].iter().for_each(|s| put(&mut g, s));
-                g.finish()
-            } else {
-                let mut g = CrcGather::from_crc(!0);
-                spans[j..].iter().for_each(|s| put(&mut g, s));
-                pagesum::remove_zeros(crc ^ !g.finish(), rest)
-            };
+            let c_pa = prefix_crc(
+                crc,
+                (prefix, |g: &mut CrcGather| {
+                    head(g);
+                    spans[..j].iter().for_each(|s| put(g, s));
+                }),
+                (rest, |g: &mut CrcGather| {
+                    spans[j..].iter().for_each(|s| put(g, s))
+                }),
+            );
             let mut g = CrcGather::from_crc(c_pa);
             put(&mut g, &spans[j]);
             let c_pad = g.finish();
@@ -1146,18 +1150,16 @@ impl IpsFormat {
             return g.finish();
         }
         let a_len: usize = kept(0..q).map(pair).sum();
-        let c_pa = if 4 + HDR_SUMMED + tbl + a_len <= rest {
-            let mut g = CrcGather::new();
-            g.put(&pgno.to_be_bytes());
-            g.put(&out[hb_new..hb_new + HDR_SUMMED]);
-            g.put(&out[tb_new..tb_new + tbl]);
-            kept(0..q).for_each(|s| put(&mut g, s));
-            g.finish()
-        } else {
-            let mut g = CrcGather::from_crc(!0);
-            kept(q..spans.len()).for_each(|s| put(&mut g, s));
-            pagesum::remove_zeros(crc ^ !g.finish(), rest)
-        };
+        let c_pa = prefix_crc(
+            crc,
+            (4 + HDR_SUMMED + tbl + a_len, |g: &mut CrcGather| {
+                head(g);
+                kept(0..q).for_each(|s| put(g, s));
+            }),
+            (rest, |g: &mut CrcGather| {
+                kept(q..spans.len()).for_each(|s| put(g, s))
+            }),
+        );
         let mut g = CrcGather::from_crc(c_pa);
         x(&mut g);
         crc ^ pagesum::advance(c_pa ^ g.finish(), rest)

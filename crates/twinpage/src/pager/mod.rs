@@ -2154,12 +2154,18 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         )? {
             return Ok(Some(node));
         }
+        self.put_image(pgno, node, out)?;
+        Ok(None)
+    }
+
+    /// Put `node` at `pgno` with its page image `out` encoded already
+    /// (`Dirty::Encoded`: the commit hands the image on as it is).
+    fn put_image(&mut self, pgno: Pgno, node: Node, out: Arc<[u8]>) -> Result<()> {
         self.first_write(pgno)?;
         self.mark_put(pgno);
         let node = self.pager.node_arc(node);
         self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
-        self.maybe_spill()?;
-        Ok(None)
+        self.maybe_spill()
     }
 
     /// Before `pgno` is put: a page put a second time (or freed) has no
@@ -2418,11 +2424,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
                     .pager
                     .patch_committed(&self.st, pgno, &node, change, tid)?
                 {
-                    self.first_write(pgno)?;
-                    self.mark_put(pgno);
-                    let node = self.pager.node_arc(node);
-                    self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
-                    self.maybe_spill()?;
+                    self.put_image(pgno, node, out)?;
                     return Ok(None);
                 }
             }
