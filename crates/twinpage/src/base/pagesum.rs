@@ -335,7 +335,14 @@ fn shift_by_steps(mut v: u32, mut n: usize) -> u32 {
 /// Whether every byte is zero (a page that was never written: the file
 /// grew over it, or a transaction allocated and freed it).
 pub fn is_zero(page: &[u8]) -> bool {
-    page.iter().all(|&b| b == 0)
+    // OR the bytes together a block at a time without an early exit, so
+    // the loop vectorizes: a patch checks a page's free space with it.
+    let mut blocks = page.chunks_exact(32);
+    let or = blocks.by_ref().fold([0u8; 32], |mut acc, b| {
+        acc.iter_mut().zip(b).for_each(|(a, b)| *a |= b);
+        acc
+    });
+    or.iter().chain(blocks.remainder()).all(|&b| b == 0)
 }
 
 #[cfg(test)]

@@ -261,6 +261,79 @@ fn remove_packed(
     true
 }
 
+/// A cell [`remove_packed`] took out of a page of `n` cells whose cell
+/// area starts at `content`: its bytes were `off..end`.
+#[derive(Clone, Copy)]
+struct Removed {
+    n: usize,
+    content: usize,
+    off: usize,
+    end: usize,
+}
+
+/// The checksum of `out`, which [`remove_packed`] made from `base` (its
+/// stored checksum intact) by removing cell `off..end`: `None` if `base`'s
+/// free space is not zero, and then the changed runs are summed instead.
+///
+/// A slotted page's checksum message puts page byte `b` (from
+/// [`HEADER`] on) at position `b`: S ‖ Z ‖ B ‖ C ‖ R before, with S the
+/// page number, header and slots, Z the zero free space, B the cells that
+/// move, C the removed cell and R the rest; S' ‖ 0 ‖ B ‖ R after, the
+/// zeros |Z| + |C| + 2 long. B only moves, so crc(S' ‖ 0 ‖ B) follows
+/// from crc(S ‖ Z ‖ B) and crc(S) (both with B's raw sum in them), and
+/// crc(S ‖ Z ‖ B) is summed over B or, when C ‖ R is shorter, found from
+/// the stored checksum with the raw sum of C ‖ R removed
+/// ([`pagesum::remove_zeros`]). Either way about a quarter of the cell
+/// area is read, against all of it twice for the changed runs.
+fn removed_sum(
+    pgno: Pgno,
+    base: &[u8],
+    out: &[u8],
+    Removed {
+        n,
+        content,
+        off,
+        end,
+    }: Removed,
+    limit: usize,
+) -> Option<u32> {
+    let ps = base.len();
+    let (slots, slots_new) = (HEADER + 2 * n, HEADER + 2 * (n - 1));
+    if !pagesum::is_zero(&base[slots..content]) {
+        return None;
+    }
+    // S: the page number and header, then the slots (two crc32c calls;
+    // each costs more than these few bytes).
+    let lead = |p: &[u8], to: usize| {
+        let mut head = [0u8; 4 + SUM_AT];
+        head[..4].copy_from_slice(&pgno.to_be_bytes());
+        head[4..].copy_from_slice(&p[..SUM_AT]);
+        crc32c::crc32c_append(crc32c::crc32c(&head), &p[HEADER..to])
+    };
+    let c_s = lead(base, slots);
+    let whole = pagesum::stored(base, SUM_AT);
+    let rest = &base[off..ps];
+    // crc(S ‖ Z ‖ B): B is base[content..off].
+    let c_szb = if off - content <= rest.len() {
+        crc32c::crc32c_append(
+            pagesum::append_zeros(c_s, content - slots),
+            &base[content..off],
+        )
+    } else {
+        let raw_rest = !crc32c::crc32c_append(!0, rest);
+        pagesum::remove_zeros(whole ^ raw_rest, rest.len())
+    };
+    // raw(B) as a register: crc(S ‖ Z ‖ B) without S ‖ Z's part.
+    let raw_b = !c_szb ^ !pagesum::append_zeros(c_s, off - slots);
+    let c_new = !(!pagesum::append_zeros(lead(out, slots_new), end - slots_new) ^ raw_b);
+    let c_old = crc32c::crc32c_append(c_szb, &base[off..end]);
+    let moved = whole ^ pagesum::advance(c_new ^ c_old, ps - end);
+    Some(match limit < ps {
+        true => moved ^ pagesum::run_term(&base[limit..ps], &out[limit..ps], 0),
+        false => moved,
+    })
+}
+
 /// Give the cell just written at `at` (below the cells, `content` the old
 /// top of the cell area) slot `i` of `out`, a copy of a page of `n`
 /// cells: the slots from `i` move one up. Writes the changed runs to
@@ -325,6 +398,7 @@ fn encode_changed(
     };
     let key_is = |j: usize, key: &Bytes| base_cell(j).is_some_and(|(k, ..)| k == &key[..]);
     let mut ranges = [(2, 8), (0, 0), (0, 0), (limit, ps)];
+    let mut removed = None;
     match change {
         LeafChange::Value(i) => {
             let cell = &cells[i];
@@ -365,10 +439,16 @@ fn encode_changed(
             {
                 return false;
             }
+            removed = Some(Removed {
+                n,
+                content,
+                off,
+                end,
+            });
         }
         LeafChange::Child(_) | LeafChange::Split(_) => return false,
     }
-    seal_changed(pgno, base, out, limit, ctx, &ranges);
+    seal_changed(pgno, base, out, (limit, removed), ctx, &ranges);
     true
 }
 
@@ -398,23 +478,29 @@ fn seal_changed(
     pgno: Pgno,
     base: &[u8],
     out: &mut [u8],
-    limit: usize,
+    (limit, removed): (usize, Option<Removed>),
     ctx: &EncodeCtx,
     ranges: &[(usize, usize)],
 ) {
     out[limit..].fill(0);
-    if ctx.checksums {
+    if !ctx.checksums {
+        return;
+    }
+    let s = match removed.and_then(|r| removed_sum(pgno, base, out, r, limit)) {
+        Some(s) => s,
         // Patching reads the changed runs twice (old and new): past half
         // a page, one sum of the new page costs less. `base` is the image
         // the pager verified, so neither way seals damage.
-        let changed: usize = ranges.iter().map(|&(s, e)| e - s).sum();
-        if 2 * changed > ctx.page_size {
-            seal_tree(pgno, out);
-        } else {
-            let s = pagesum::patched_sum(pgno, base, out, SUM_AT, ranges);
-            out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
+        None if 2 * ranges.iter().map(|&(s, e)| e - s).sum::<usize>() > ctx.page_size => {
+            pagesum::page_sum(pgno, out, SUM_AT)
         }
-    }
+        None => pagesum::patched_sum(pgno, base, out, SUM_AT, ranges),
+    };
+    debug_assert!(
+        !pagesum::verify(pgno, base, SUM_AT) || s == pagesum::page_sum(pgno, out, SUM_AT),
+        "patched checksum of page {pgno}"
+    );
+    out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
 }
 
 /// [`encode_changed`] of an interior node (`cells` and its right child),
@@ -499,7 +585,7 @@ fn encode_interior_changed(
         }
         None => out[8..12].copy_from_slice(&right.to_be_bytes()),
     }
-    seal_changed(pgno, base, out, limit, ctx, &ranges);
+    seal_changed(pgno, base, out, (limit, None), ctx, &ranges);
     true
 }
 
@@ -551,6 +637,7 @@ fn patch_leaf(
         Some(((off, vs, end), &base[ks..vs]))
     })?;
     let mut ranges = [(2, 8), (0, 0), (0, 0), (limit, ps)];
+    let mut removed = None;
     let existed = found.is_ok();
     match (patch, found) {
         (LeafPatch::Put(value), Ok((_, (_, vs, end)))) => {
@@ -592,13 +679,17 @@ fn patch_leaf(
             {
                 return None;
             }
+            removed = Some(Removed {
+                n,
+                content,
+                off,
+                end,
+            });
         }
         // Nothing to write; a damaged page is the logical view's to report.
         (LeafPatch::Delete { .. }, Err(_)) => return intact().then_some(Patched::Absent),
     }
-    out[limit..].fill(0);
-    let s = pagesum::patched_sum(pgno, base, out, SUM_AT, &ranges);
-    out[SUM_AT..SUM_AT + SUM_LEN].copy_from_slice(&s.to_be_bytes());
+    seal_changed(pgno, base, out, (limit, removed), ctx, &ranges);
     Some(Patched::Written { existed })
 }
 
