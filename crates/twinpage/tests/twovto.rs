@@ -429,9 +429,11 @@ fn a_commit_that_fails_in_place_poisons_the_younger_writers() {
                 .unwrap();
         }
         eprintln!("{mode}: {undone} failures undone, {poisoned} poisoned the handle");
-        assert!(
-            poisoned > 0 && undone > 0,
-            "{mode}: {undone} undone, {poisoned} poisoned"
-        );
+        // Every failure once the commit is sequenced poisons. A failure
+        // before it is undone, but there may be none to inject: since the
+        // pager stopped building page 1 for these journals (it read page
+        // 1 back when the older writer's spills had evicted it), the
+        // commit's first call is its first in-place write.
+        assert!(poisoned > 0, "{mode}: {undone} undone, {poisoned} poisoned");
     }
 }

@@ -533,6 +533,12 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         self.mode
     }
 
+    fn writes_pager_page1(&self) -> bool {
+        // Page 1 is the commit mark, written from `page1_into` (header and
+        // tail); a commit with an embedded record does not write it.
+        false
+    }
+
     fn node_format(&self) -> Arc<dyn NodeFormat> {
         Arc::new(self.format.clone())
     }

@@ -114,7 +114,8 @@ pub struct CommitSet<'a> {
     /// TID of the transaction (the FCC it commits).
     pub tid: u64,
     /// Pages to write, sorted by page number. On commit, page 1 (the
-    /// header, with the new FCC and page count) is always included.
+    /// header, with the new FCC and page count) is included unless the
+    /// journal writes page 1 itself ([`Journal::writes_pager_page1`]).
     pub pages: &'a [PageImage],
     /// Database size in pages before the transaction.
     pub orig_page_count: u32,
@@ -366,9 +367,19 @@ pub trait Journal: Send + Sync {
         self.mode().node_format()
     }
 
+    /// Whether a commit writes the pager's image of page 1 (the new
+    /// header over the committed page 1). A journal that writes page 1
+    /// from state of its own (DHL's commit mark and tail) says no: the
+    /// pager then neither builds that image nor caches it, a 4 KiB copy
+    /// and a page checksum patch less per commit.
+    fn writes_pager_page1(&self) -> bool {
+        true
+    }
+
     /// Adjust the encoded pages of a commit before they are handed to
     /// [`Journal::commit`] and installed in the cache (so the cache holds
-    /// exactly what is written). `pages` is sorted and starts with page 1;
+    /// exactly what is written). `pages` is sorted and starts with page 1
+    /// (unless [`Journal::writes_pager_page1`] says no);
     /// `free` is [`CommitSet::free`]. Metadata embedding puts the commit
     /// record into one of them.
     fn prepare_commit(

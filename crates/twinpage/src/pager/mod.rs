@@ -1457,8 +1457,9 @@ impl Pager {
         Ok(())
     }
 
-    /// The encoded pages of a commit (page 1 first, sorted) and the pages
-    /// free in the state it commits although it may write them.
+    /// The encoded pages of a commit (sorted; page 1 first, unless the
+    /// journal writes page 1 itself) and the pages free in the state it
+    /// commits although it may write them.
     fn commit_pages(&self, st: &mut WriteState) -> Result<(Vec<PageImage>, Vec<Pgno>)> {
         let tid = st.txn.tid;
         let mut pgnos = std::mem::take(&mut st.pgnos);
@@ -1486,10 +1487,12 @@ impl Pager {
         free.dedup();
         let mut pages = std::mem::take(&mut st.pages);
         pages.clear();
-        let mut p1 = self.page_buffer();
-        let b = unique(&mut p1)?;
-        st.header.write_over(&self.committed_raw(1, None)?, b);
-        pages.push(PageImage { pgno: 1, data: p1 });
+        if self.journal.writes_pager_page1() {
+            let mut p1 = self.page_buffer();
+            let b = unique(&mut p1)?;
+            st.header.write_over(&self.committed_raw(1, None)?, b);
+            pages.push(PageImage { pgno: 1, data: p1 });
+        }
         // One shared zero page for the fillers, allocated only if needed.
         let mut zeros: Option<Arc<[u8]>> = None;
         for &p in &pgnos {
