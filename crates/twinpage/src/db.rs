@@ -12,9 +12,11 @@ use crate::journal::{
 use crate::page::PageRead;
 use crate::pager::{Pager, PagerConfig, PagerState, ReadPages, Savepoint, WritePages};
 
+mod roots;
 mod tables;
 use crate::storage::{CountingVfs, IoCounters, IoSnapshot, OsVfs, Vfs};
 use parking_lot::Mutex;
+use roots::RootCache;
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
@@ -295,6 +297,8 @@ struct Inner {
     /// Exclusive write transactions beside concurrent ones (only under a
     /// multi-writer protocol).
     gate: WriterGate,
+    /// Roots of named tables (invariants R1-R3 in `db/roots.rs`).
+    roots: Mutex<RootCache>,
 }
 
 /// Databases open in this process, by file system and path: a second
@@ -403,6 +407,7 @@ impl Db {
                 last_commit_io: Mutex::new(IoSnapshot::default()),
                 key_orders: opts.key_orders,
                 handles: AtomicUsize::new(1),
+                roots: Mutex::new(RootCache::default()),
             }),
             path,
         })
@@ -561,6 +566,7 @@ impl Db {
             failed: None,
             savepoints: Vec::new(),
             gate,
+            catalog_changed: false,
         })
     }
 
@@ -619,7 +625,7 @@ impl Db {
         pager.locks().begin_read(pager.busy_timeout())?;
         let r = pager.begin_read().and_then(|snap| {
             let pages = ReadPages::new(pager, snap);
-            let r = table_root(&pages, snap.catalog_root, table)
+            let r = cached_root(&self.inner, &pages, (snap.fcc, snap.catalog_root), table)
                 .and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
             pager.end_reader(pages.reader);
             pager.end_read(&snap);
@@ -768,12 +774,19 @@ fn table_root<P: PageRead + ?Sized>(p: &P, catalog: Pgno, name: &str) -> Result<
     }
 }
 
-/// A user table's root, read by a write transaction: the catalog's pages
-/// are the catalog's, the table's pages the table's (for conflicts).
-fn user_root(p: &WritePages, catalog: Pgno, name: &str) -> Result<Pgno> {
-    p.set_table(None);
+/// [`table_root`] for a snapshot `(fcc, catalog root)`, through the
+/// database's roots of named tables (R1).
+fn cached_root<P: PageRead + ?Sized>(
+    db: &Inner,
+    p: &P,
+    (snapshot, catalog): (u64, Pgno),
+    name: &str,
+) -> Result<Pgno> {
+    if let Some(root) = db.roots.lock().get(snapshot, catalog, name) {
+        return Ok(root);
+    }
     let root = table_root(p, catalog, name)?;
-    p.set_table(Some(name));
+    db.roots.lock().put(snapshot, catalog, name, root);
     Ok(root)
 }
 
@@ -871,6 +884,9 @@ pub struct WriteTxn {
     savepoints: Vec<Savepoint>,
     /// How it entered the writer gate (multi-writer protocols).
     gate: Option<Entry>,
+    /// It wrote the catalog: it looks tables up there, and its commit
+    /// empties the roots of named tables (R2, R3).
+    catalog_changed: bool,
 }
 
 /// Why a write transaction can only roll back.
@@ -953,6 +969,28 @@ impl WriteTxn {
         Ok(self.pages()?.st.header.catalog_root)
     }
 
+    /// A user table's root: the catalog's pages are the catalog's, the
+    /// table's pages the table's (for conflicts). From the database's
+    /// roots of named tables unless this transaction wrote the catalog or
+    /// several writers run (R3).
+    fn user_root(&self, name: &str) -> Result<Pgno> {
+        let p = self.pages()?;
+        let catalog = p.st.header.catalog_root;
+        p.set_table(None);
+        let root = if self.catalog_changed || self.db.multi_writer {
+            table_root(p, catalog, name)?
+        } else {
+            cached_root(&self.db, p, (p.st.snapshot_fcc(), catalog), name)?
+        };
+        p.set_table(Some(name));
+        Ok(root)
+    }
+
+    /// Note that this transaction writes the catalog (before it does).
+    fn change_catalog(&mut self) {
+        self.catalog_changed = true;
+    }
+
     /// How long this transaction's later lock waits may take (page locks
     /// under `page-lock`, the exclusive lock of a spill or commit, waits
     /// for the commit order and the locks at commit); by default the
@@ -976,6 +1014,7 @@ impl WriteTxn {
     }
 
     fn create_table_inner(&mut self, name: &str) -> Result<bool> {
+        self.change_catalog();
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
         p.set_table(None);
@@ -1007,6 +1046,7 @@ impl WriteTxn {
     }
 
     fn drop_table_inner(&mut self, name: &str) -> Result<bool> {
+        self.change_catalog();
         let catalog = self.catalog()?;
         let p = self.pages_mut()?;
         p.set_table(None);
@@ -1036,10 +1076,9 @@ impl WriteTxn {
     /// Insert or replace.
     pub fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
         let r = (|| {
-            let catalog = self.catalog()?;
+            let root = self.user_root(table)?;
             let cfg = self.db.tree;
             let p = self.pages_mut()?;
-            let root = user_root(p, catalog, table)?;
             btree::insert(p, root, key, value, &cfg, &BYTEWISE).map(|_| ())
         })();
         self.note(r)
@@ -1048,10 +1087,9 @@ impl WriteTxn {
     /// Delete; true if the key existed.
     pub fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool> {
         let r = (|| {
-            let catalog = self.catalog()?;
+            let root = self.user_root(table)?;
             let cfg = self.db.tree;
             let p = self.pages_mut()?;
-            let root = user_root(p, catalog, table)?;
             btree::delete(p, root, key, &cfg, &BYTEWISE)
         })();
         self.note(r)
@@ -1059,9 +1097,8 @@ impl WriteTxn {
 
     /// Read one key (sees this transaction's own changes).
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let p = self.pages()?;
-        let root = user_root(p, self.catalog()?, table)?;
-        btree::get(p, root, key, &BYTEWISE)
+        let root = self.user_root(table)?;
+        btree::get(self.pages()?, root, key, &BYTEWISE)
     }
 
     /// Iterate a key range (sees this transaction's own changes).
@@ -1071,8 +1108,8 @@ impl WriteTxn {
         range: R,
         dir: Direction,
     ) -> Result<RangeIter<'_, dyn PageRead + '_>> {
+        let root = self.user_root(table)?;
         let p = self.pages()?;
-        let root = user_root(p, self.catalog()?, table)?;
         let (lo, hi) = bounds(&range);
         RangeIter::new(
             p as &dyn PageRead,
@@ -1098,7 +1135,14 @@ impl WriteTxn {
             return Err(e);
         }
         let pages = self.pages.take().ok_or(Error::AlreadyFinished)?;
+        if self.catalog_changed {
+            self.db.roots.lock().begin_change();
+        }
         let r = pages.commit_tid();
+        if self.catalog_changed {
+            let newest = self.db.pager.header().fcc;
+            self.db.roots.lock().end_change(newest);
+        }
         self.db.pager.locks().end_write();
         self.leave_gate();
         if r.is_ok() {

@@ -319,3 +319,75 @@ fn a_second_open_in_the_process_shares_the_database() {
     c.close().unwrap();
     let _ = TableId(0);
 }
+
+/// The roots of named tables are kept per open database (R1-R3 in
+/// `db/roots.rs`): a table dropped and created again, a drop rolled back,
+/// and a reader older than the drop each find the right tree.
+#[test]
+fn named_tables_are_found_after_drop_and_recreate() {
+    for mode in [JournalMode::Wal, JournalMode::DhlCc, JournalMode::Off] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(
+            dir.path().join("t.db"),
+            Options::default().journal_mode(mode),
+        )
+        .unwrap();
+        db.create_table("t").unwrap();
+        db.create_table("filler").unwrap();
+        for i in 0..50u32 {
+            db.put("t", &i.to_be_bytes(), b"first").unwrap();
+        }
+        assert_eq!(
+            db.get("t", &7u32.to_be_bytes()).unwrap(),
+            Some(b"first".to_vec())
+        );
+        // A reader of the first table (WAL keeps its snapshot).
+        let old = (mode == JournalMode::Wal).then(|| db.begin_read().unwrap());
+        // A drop rolled back leaves the table and its root.
+        let mut w = db.begin_write().unwrap();
+        assert!(w.drop_table("t").unwrap());
+        w.rollback().unwrap();
+        assert_eq!(
+            db.get("t", &7u32.to_be_bytes()).unwrap(),
+            Some(b"first".to_vec())
+        );
+        // Dropped, its pages taken by another table, created again.
+        let mut w = db.begin_write().unwrap();
+        assert!(w.drop_table("t").unwrap());
+        for i in 0..200u32 {
+            w.put("filler", &i.to_be_bytes(), &[9; 200]).unwrap();
+        }
+        w.commit().unwrap();
+        assert!(matches!(db.get("t", b"x"), Err(Error::NoSuchTable(_))));
+        assert!(matches!(
+            db.put("t", b"x", b"y"),
+            Err(Error::NoSuchTable(_))
+        ));
+        db.create_table("t").unwrap();
+        assert_eq!(db.get("t", &7u32.to_be_bytes()).unwrap(), None);
+        db.put("t", &7u32.to_be_bytes(), b"second").unwrap();
+        assert_eq!(
+            db.get("t", &7u32.to_be_bytes()).unwrap(),
+            Some(b"second".to_vec())
+        );
+        let w = db.begin_write().unwrap();
+        assert_eq!(
+            w.get("t", &7u32.to_be_bytes()).unwrap(),
+            Some(b"second".to_vec())
+        );
+        w.rollback().unwrap();
+        if let Some(r) = old {
+            assert_eq!(
+                r.get("t", &7u32.to_be_bytes()).unwrap(),
+                Some(b"first".to_vec())
+            );
+        }
+        assert_eq!(
+            db.scan("filler", .., twinpage::Direction::Forward)
+                .unwrap()
+                .len(),
+            200
+        );
+        db.check().unwrap();
+    }
+}

@@ -170,6 +170,7 @@ impl WriteTxn {
     /// bytewise order). Returns it open.
     pub fn create_table_id(&mut self, spec: &[u8]) -> Result<Table> {
         let order = resolve(spec, self.db.key_orders.as_ref())?;
+        self.change_catalog();
         let r = (|| {
             let catalog = self.catalog()?;
             let p = self.pages_mut()?;
@@ -204,6 +205,7 @@ impl WriteTxn {
             )));
         }
         let order = resolve(spec, self.db.key_orders.as_ref())?;
+        self.change_catalog();
         let r = (|| {
             let p = self.pages_mut()?;
             let mut v = id.0.to_be_bytes().to_vec();
@@ -239,6 +241,7 @@ impl WriteTxn {
             Err(Error::NoSuchTable(_)) => return Ok(false),
             Err(e) => return Err(e),
         };
+        self.change_catalog();
         let r = (|| {
             let catalog = self.catalog()?;
             let p = self.pages_mut()?;

@@ -1986,6 +1986,11 @@ const NO_TABLE: u32 = u32::MAX;
 const CHANGED_MORE: Option<LeafChange> = None;
 
 impl WriteState {
+    /// The TID of the commit the transaction began on (its snapshot).
+    pub fn snapshot_fcc(&self) -> u64 {
+        self.snap.fcc
+    }
+
     /// Whether the committed image of `pgno` (what the cache holds) is
     /// the base of this transaction's version: the page is neither one
     /// it allocated nor one it spilled, and existed before it began.
