@@ -294,6 +294,10 @@ struct Inner {
     handles: AtomicUsize,
     /// The protocol runs several write transactions at once.
     multi_writer: bool,
+    /// Readers lock the pages they read and read the newest committed
+    /// version (no snapshot): the lock on the catalog's page is what keeps
+    /// a drop from running under them, so they look tables up there (R3).
+    reader_locks: bool,
     /// Exclusive write transactions beside concurrent ones (only under a
     /// multi-writer protocol).
     gate: WriterGate,
@@ -395,10 +399,12 @@ impl Db {
             key_orders: opts.key_orders.clone(),
         };
         let pager = Arc::new(Pager::open(vfs, &path, cfg)?);
-        let multi_writer = pager.locks().profile().multi_writer;
+        let profile = pager.locks().profile();
+        let multi_writer = profile.multi_writer;
         Ok(Db {
             inner: Arc::new(Inner {
                 multi_writer,
+                reader_locks: profile.reader_locks,
                 gate: WriterGate::new(),
                 pager,
                 counters,
@@ -625,8 +631,11 @@ impl Db {
         pager.locks().begin_read(pager.busy_timeout())?;
         let r = pager.begin_read().and_then(|snap| {
             let pages = ReadPages::new(pager, snap);
-            let r = cached_root(&self.inner, &pages, (snap.fcc, snap.catalog_root), table)
-                .and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
+            let r = match self.inner.reader_locks {
+                true => table_root(&pages, snap.catalog_root, table),
+                false => cached_root(&self.inner, &pages, (snap.fcc, snap.catalog_root), table),
+            }
+            .and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
             pager.end_reader(pages.reader);
             pager.end_read(&snap);
             r

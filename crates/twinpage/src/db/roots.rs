@@ -17,9 +17,11 @@
 //!   is visible yet) and [`RootCache::end_change`] with the newest
 //!   committed TID once it returns, committed or not: `since` then lies at
 //!   or after the change, so no older snapshot is served again.
-//! - R3. A transaction that changed the catalog itself, and a writer
-//!   under a multi-writer protocol (whose catalog reads belong to its
-//!   read set), bypass the cache.
+//! - R3. A transaction that changed the catalog itself, a writer under a
+//!   multi-writer protocol (whose catalog reads belong to its read set),
+//!   and a reader under a protocol whose readers lock pages instead of
+//!   reading a snapshot (page locks over a rollback journal: the lock on
+//!   the catalog's page keeps a drop out), bypass the cache.
 
 use crate::base::Pgno;
 

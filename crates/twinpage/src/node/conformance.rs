@@ -223,7 +223,7 @@ fn runner(cases: u32) -> TestRunner {
 /// gives, in the order value, insert, remove (any that does not apply is
 /// left out): the value of the middle inline cell flipped; a cell whose key
 /// follows the middle cell's (that key and a zero byte, if it stays short
-/// and sorts before the next); the middle cell removed.
+/// and sorts before the next); the middle, first and last cells removed.
 fn leaf_changes(fmt: &dyn NodeFormat, ps: usize, cells: &[LeafCell]) -> Vec<(LeafChange, Node)> {
     let mut out = Vec::new();
     let m = cells.len() / 2;
@@ -249,10 +249,14 @@ fn leaf_changes(fmt: &dyn NodeFormat, ps: usize, cells: &[LeafCell]) -> Vec<(Lea
             out.push((LeafChange::Inserted(m + 1), Node::Leaf(c)));
         }
     }
-    if m < cells.len() {
+    // The middle cell removed, and the first and the last (the cells that
+    // move in a packed page are all or none of the others).
+    let mut removed = vec![m, 0, cells.len().saturating_sub(1)];
+    removed.dedup();
+    for r in removed.into_iter().filter(|&r| r < cells.len()) {
         let mut c = cells.to_vec();
-        c.remove(m);
-        out.push((LeafChange::Removed(m), Node::Leaf(c)));
+        c.remove(r);
+        out.push((LeafChange::Removed(r), Node::Leaf(c)));
     }
     out
 }
