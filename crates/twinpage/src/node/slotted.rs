@@ -237,9 +237,12 @@ fn remove_packed(
     ranges: &mut [(usize, usize); 4],
 ) -> bool {
     let len = end - off;
-    out.copy_from_slice(base);
-    out.copy_within(content..off, content + len);
+    // Each byte copied once: the cells that move land where they go (a
+    // copy of the page, then a move of them, would copy them twice).
+    out[..content].copy_from_slice(&base[..content]);
     out[content..content + len].fill(0);
+    out[content + len..end].copy_from_slice(&base[content..off]);
+    out[end..].copy_from_slice(&base[end..]);
     for j in 0..n {
         if j == i {
             continue;
