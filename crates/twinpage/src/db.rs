@@ -631,11 +631,12 @@ impl Db {
         pager.locks().begin_read(pager.busy_timeout())?;
         let r = pager.begin_read().and_then(|snap| {
             let pages = ReadPages::new(pager, snap);
-            let r = match self.inner.reader_locks {
-                true => table_root(&pages, snap.catalog_root, table),
-                false => cached_root(&self.inner, &pages, (snap.fcc, snap.catalog_root), table),
-            }
-            .and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
+            let root = if self.inner.reader_locks {
+                table_root(&pages, snap.catalog_root, table)
+            } else {
+                cached_root(&self.inner, &pages, (snap.fcc, snap.catalog_root), table)
+            };
+            let r = root.and_then(|root| btree::get(&pages, root, key, &BYTEWISE));
             pager.end_reader(pages.reader);
             pager.end_read(&snap);
             r

@@ -109,6 +109,12 @@ pub fn run_term(old_run: &[u8], new_run: &[u8], after: usize) -> u32 {
     shift(raw_crc_xor(old_run, new_run), after)
 }
 
+/// The raw CRC-32C register (no pre- or post-inversion) after `bytes`,
+/// from a zero register.
+pub fn raw_crc(bytes: &[u8]) -> u32 {
+    !crc32c::crc32c_append(!0, bytes)
+}
+
 /// The raw CRC-32C register (no pre- or post-inversion), from a zero
 /// register, of the XOR of two equal-length runs: what the change from `a`
 /// to `b` adds to the register. A short run is XORed into a buffer and
@@ -117,14 +123,13 @@ pub fn run_term(old_run: &[u8], new_run: &[u8], after: usize) -> u32 {
 fn raw_crc_xor(a: &[u8], b: &[u8]) -> u32 {
     const SHORT: usize = 256;
     if a.len() > SHORT {
-        let raw = |d: &[u8]| !crc32c::crc32c_append(!0, d);
-        return raw(a) ^ raw(b);
+        return raw_crc(a) ^ raw_crc(b);
     }
     let mut buf = [0u8; SHORT];
     for ((x, &p), &q) in buf.iter_mut().zip(a).zip(b) {
         *x = p ^ q;
     }
-    !crc32c::crc32c_append(!0, &buf[..a.len().min(b.len())])
+    raw_crc(&buf[..a.len().min(b.len())])
 }
 
 /// Zero-byte shift operators: `SHIFT[k][j][b]` is the raw register that
@@ -224,7 +229,7 @@ fn mul_mod_soft(a: u32, b: u32) -> u32 {
         }
     }
     let p = p << 1;
-    !crc32c::crc32c_append(!0, &(p as u32).to_le_bytes()) ^ (p >> 32) as u32
+    raw_crc(&(p as u32).to_le_bytes()) ^ (p >> 32) as u32
 }
 
 /// The raw register `v` after `n` zero bytes: one multiplication by a
@@ -258,6 +263,15 @@ pub fn advance(term: u32, n: usize) -> u32 {
 /// side only: the part after the change only moves.
 pub fn remove_zeros(crc: u32, n: usize) -> u32 {
     !shift_back(!crc, n)
+}
+
+/// The crc32c of a message's head, from the crc32c `whole` of the message
+/// and the raw CRC ([`raw_crc`]) of its `tail_len`-byte tail: the tail's
+/// bytes XORed out, its length shifted back. A patch that moves a run in
+/// the middle of a checksummed message sums the tail this way when it is
+/// shorter than the head.
+pub fn head_crc(whole: u32, tail_raw: u32, tail_len: usize) -> u32 {
+    remove_zeros(whole ^ tail_raw, tail_len)
 }
 
 /// A raw register moved back over `n` zero bytes: `v` times x^(-8n) mod
@@ -461,8 +475,7 @@ mod tests {
             // sum: the tail's bytes are XORed out, its length shifted back.
             let tail = &msg[..n.min(msg.len())];
             let whole = crc32c::crc32c_append(c, tail);
-            let raw_tail = !crc32c::crc32c_append(!0, tail);
-            assert_eq!(remove_zeros(whole ^ raw_tail, tail.len()), c, "{n}");
+            assert_eq!(head_crc(whole, raw_crc(tail), tail.len()), c, "{n}");
         }
     }
 

@@ -462,9 +462,9 @@ impl Drop for CrcGather {
 /// The crc32c of the first part of a message whose whole crc32c is
 /// `whole`, summing the shorter side: the part itself (`head`, which puts
 /// its `head_len` bytes), or the rest (`rest`, `rest_len` bytes), whose raw
-/// sum is removed from `whole` and the rest's length shifted back
-/// ([`pagesum::remove_zeros`]). A patch that inserts or removes a run in
-/// the middle of a checksummed message needs this sum at the change.
+/// sum is removed from `whole` ([`pagesum::head_crc`]). A patch that
+/// inserts or removes a run in the middle of a checksummed message needs
+/// this sum at the change.
 pub fn prefix_crc(
     whole: u32,
     (head_len, head): (usize, impl FnOnce(&mut CrcGather)),
@@ -477,7 +477,7 @@ pub fn prefix_crc(
     } else {
         let mut g = CrcGather::from_crc(!0);
         rest(&mut g);
-        pagesum::remove_zeros(whole ^ !g.finish(), rest_len)
+        pagesum::head_crc(whole, !g.finish(), rest_len)
     }
 }
 

@@ -286,7 +286,7 @@ struct Removed {
 /// from crc(S ‖ Z ‖ B) and crc(S) (both with B's raw sum in them), and
 /// crc(S ‖ Z ‖ B) is summed over B or, when C ‖ R is shorter, found from
 /// the stored checksum with the raw sum of C ‖ R removed
-/// ([`pagesum::remove_zeros`]). Either way about a quarter of the cell
+/// ([`pagesum::head_crc`]). Either way about a quarter of the cell
 /// area is read, against all of it twice for the changed runs.
 fn removed_sum(
     pgno: Pgno,
@@ -323,18 +323,16 @@ fn removed_sum(
             &base[content..off],
         )
     } else {
-        let raw_rest = !crc32c::crc32c_append(!0, rest);
-        pagesum::remove_zeros(whole ^ raw_rest, rest.len())
+        pagesum::head_crc(whole, pagesum::raw_crc(rest), rest.len())
     };
     // raw(B) as a register: crc(S ‖ Z ‖ B) without S ‖ Z's part.
     let raw_b = !c_szb ^ !pagesum::append_zeros(c_s, off - slots);
     let c_new = !(!pagesum::append_zeros(lead(out, slots_new), end - slots_new) ^ raw_b);
     let c_old = crc32c::crc32c_append(c_szb, &base[off..end]);
     let moved = whole ^ pagesum::advance(c_new ^ c_old, ps - end);
-    Some(match limit < ps {
-        true => moved ^ pagesum::run_term(&base[limit..ps], &out[limit..ps], 0),
-        false => moved,
-    })
+    // The reserved trailer (cleared) is the message's end.
+    let trailer = (limit < ps).then(|| pagesum::run_term(&base[limit..ps], &out[limit..ps], 0));
+    Some(moved ^ trailer.unwrap_or(0))
 }
 
 /// Give the cell just written at `at` (below the cells, `content` the old
