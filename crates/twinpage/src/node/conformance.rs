@@ -30,7 +30,7 @@
 
 use super::{
     complete_keys, overflow_key_local, Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell,
-    LeafChange, Node, NodeFormat, Value,
+    LeafChange, LeafPatch, Node, NodeFormat, Patched, Value,
 };
 use crate::base::{Error, Pgno, BYTEWISE};
 use proptest::prelude::*;
@@ -314,6 +314,35 @@ fn interior_changes(
 }
 
 /// Run the whole kit on `fmt`.
+/// The one-row patch ([`NodeFormat::patch_leaf`]) that makes `changed`
+/// of the leaf `old` by `change`: a put of the changed or inserted cell, a
+/// delete of the removed one. `None` for a cell the patch cannot carry
+/// (an overflowing key or value) or an interior change.
+fn leaf_patch<'a>(
+    old: &'a Node,
+    changed: &'a Node,
+    change: LeafChange,
+) -> Option<(Vec<u8>, LeafPatch<'a>)> {
+    let (Node::Leaf(before), Node::Leaf(after)) = (old, changed) else {
+        return None;
+    };
+    let (cell, patch) = match change {
+        LeafChange::Value(i) | LeafChange::Inserted(i) => {
+            let c = after.get(i)?;
+            match &c.value {
+                Value::Inline(v) => (c, LeafPatch::Put(&v[..])),
+                Value::Overflow { .. } => return None,
+            }
+        }
+        LeafChange::Removed(i) => (before.get(i)?, LeafPatch::Delete { keep: 0 }),
+        LeafChange::Child(_) | LeafChange::Split(_) => return None,
+    };
+    cell.key
+        .chain()
+        .is_none()
+        .then(|| (cell.key.to_vec(), patch))
+}
+
 pub fn check_format(fmt: &'static dyn NodeFormat) {
     for &ps in PAGE_SIZES {
         let nodes = node_strategy(fmt, ps);
@@ -321,6 +350,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         let (fresh, over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         let patches = [0; 5].map(AtomicUsize::new);
         let hinted = [0; 5].map(AtomicUsize::new);
+        let leaf_patched = AtomicUsize::new(0);
         let (long, long_over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         runner(192)
             .run(&(nodes.clone(), nodes), |(old, new)| {
@@ -395,6 +425,41 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                         reads_back(fmt, &out, ps, 8, &changed, &format!("patched {change:?}"))?;
                         patches[kind].fetch_add(1, Relaxed);
                     }
+                    // The same change as a one-row patch of the page
+                    // (`patch_leaf`, without the logical view), over a
+                    // base verified or not: what it writes reads back as
+                    // the new node (and, beside the committed version,
+                    // as the old one too).
+                    if let Some((key, patch)) = leaf_patch(&old, &changed, change) {
+                        for verified in [false, true] {
+                            let mut ctx = enc(ps, 8);
+                            ctx.base_verified = verified;
+                            let mut out = vec![0xEEu8; ps];
+                            let done = fmt
+                                .patch_leaf(5, &page, &key, patch, &BYTEWISE, &ctx, &mut out)
+                                .map_err(|e| TestCaseError::fail(format!("{}: {e}", fmt.name())))?;
+                            let existed = !matches!(change, LeafChange::Inserted(_));
+                            match done {
+                                None => {}
+                                Some(Patched::Written { existed: e }) => {
+                                    prop_assert_eq!(e, existed, "{}: {:?}", fmt.name(), change);
+                                    let what = format!("leaf patch {change:?}");
+                                    reads_back(fmt, &out, ps, 8, &changed, &what)?;
+                                    if fmt.needs_base() {
+                                        let what = format!("{what}, old version");
+                                        reads_back(fmt, &out, ps, 7, &old, &what)?;
+                                    }
+                                    leaf_patched.fetch_add(1, Relaxed);
+                                }
+                                Some(Patched::Absent) => {
+                                    return Err(TestCaseError::fail(format!(
+                                        "{}: {change:?}: the key was not found",
+                                        fmt.name()
+                                    )))
+                                }
+                            }
+                        }
+                    }
                     // The same change as the pager's hint to a format
                     // that writes beside the committed version (over a
                     // base it verified): both versions read back.
@@ -430,6 +495,12 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         assert!(
             fmt.name() != "slotted" || patches.iter().all(|&n| n >= 16),
             "{} at {ps}: only {patches:?} in-place patches (value, insert, remove, child, split)",
+            fmt.name()
+        );
+        let leaf_patched = leaf_patched.into_inner();
+        assert!(
+            !fmt.patches_leaf(&LeafPatch::Put(&[])) || leaf_patched >= 16,
+            "{} at {ps}: only {leaf_patched} one-row leaf patches",
             fmt.name()
         );
         let hinted = hinted.map(AtomicUsize::into_inner);

@@ -58,7 +58,8 @@ use super::inpage::{
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
 use super::{
-    Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, Node, NodeFormat, Value,
+    Bytes, DecodeCtx, EncodeCtx, InteriorCell, LeafCell, LeafChange, LeafPatch, Node, NodeFormat,
+    Patched, Value,
 };
 use crate::base::pagesum;
 use crate::base::{Error, KeyOrder, Pgno, Result, BYTEWISE};
@@ -612,6 +613,68 @@ fn free_runs(
     }
 }
 
+/// The free space a new version of the base members `spans` may use above
+/// `lo` (its slot array's end): the holes between and above the members
+/// in `holes`, and the top of the gap from `lo` to the lowest member.
+/// Returns the gap's top and the index of the first hole in `holes` (the
+/// free run at `lo`, if any, is the gap). `used` is scratch.
+fn free_space(
+    lo: usize,
+    ps: usize,
+    spans: &[Span],
+    used: &mut Vec<u64>,
+    holes: &mut Vec<(usize, usize)>,
+) -> (usize, usize) {
+    free_runs(lo, ps, spans, used, holes);
+    match holes.first() {
+        Some(&(s, e)) if s == lo => (e, 1),
+        _ => (lo, 0),
+    }
+}
+
+/// Offset for a new cell of `need` bytes: the top of the smallest hole
+/// that takes it, else the top of the gap below the lowest cell (`gap_hi`,
+/// above `lo`). `None`: it does not fit.
+fn place_cell(
+    holes: &mut [(usize, usize)],
+    gap_hi: &mut usize,
+    lo: usize,
+    need: usize,
+) -> Option<usize> {
+    let best = holes
+        .iter_mut()
+        .filter(|h| h.1 - h.0 >= need)
+        .min_by_key(|h| h.1 - h.0);
+    match best {
+        Some(h) => {
+            h.1 -= need;
+            Some(h.1)
+        }
+        None if *gap_hi >= lo + need => {
+            *gap_hi -= need;
+            Some(*gap_hi)
+        }
+        None => None,
+    }
+}
+
+/// The body checksum of a version of `out` whose bitmap is at `m` and
+/// whose members are `members` (slot, offset, length), in slot order:
+/// every member's stored end is the one the version reads (none is a
+/// later writer's).
+fn members_crc(pgno: Pgno, out: &[u8], m: usize, members: &[(usize, usize, usize)]) -> u32 {
+    let ps = out.len();
+    body_crc(|msg| {
+        msg.extend_from_slice(&pgno.to_be_bytes());
+        msg.extend_from_slice(&out[m..m + map_len(ps)]);
+        for &(slot, off, len) in members {
+            let at = slot_at(ps, slot);
+            msg.extend_from_slice(&[out[at], out[at + 1]]);
+            msg.extend_from_slice(&out[off..off + len]);
+        }
+    })
+}
+
 /// Where a new version goes ([`MvbtFormat::layout`]).
 struct Plan {
     /// GC horizon of the new version.
@@ -1157,41 +1220,15 @@ impl MvbtFormat {
         // run starting at `lo`, if any); holes lie between and above the
         // cells.
         // (Nothing to place: no need to know.)
-        if sc.new.is_empty() {
-            sc.holes.clear();
+        let (mut gap_hi, first_hole) = if sc.new.is_empty() {
+            (lo, 0)
         } else {
-            free_runs(lo, ps, &sc.spans, &mut sc.used, &mut sc.holes);
-        }
-        let mut gap_hi = lo;
-        let mut first_hole = 0;
-        if let Some(&(s, e)) = sc.holes.first() {
-            if s == lo {
-                gap_hi = e;
-                first_hole = 1;
-            }
-        }
-        // New cells: the smallest hole that takes each, else the top of
-        // the gap below the lowest cell.
+            free_space(lo, ps, &sc.spans, &mut sc.used, &mut sc.holes)
+        };
         for k in 0..sc.new.len() {
             let need = sc.lens[sc.new[k].0];
-            let best = sc.holes[first_hole..]
-                .iter()
-                .enumerate()
-                .filter(|(_, &(s, e))| e - s >= need)
-                .min_by_key(|(_, &(s, e))| e - s)
-                .map(|(h, _)| first_hole + h);
-            let off = match best {
-                Some(h) => {
-                    sc.holes[h].1 -= need;
-                    sc.holes[h].1
-                }
-                None => {
-                    if gap_hi < lo + need {
-                        return Ok(None);
-                    }
-                    gap_hi -= need;
-                    gap_hi
-                }
+            let Some(off) = place_cell(&mut sc.holes[first_hole..], &mut gap_hi, lo, need) else {
+                return Ok(None);
             };
             sc.new[k].2 = off;
         }
@@ -1303,16 +1340,8 @@ impl MvbtFormat {
         for &(slot, _, _) in &sc.members {
             out[m + slot / 8] |= 0x80 >> (slot % 8);
         }
-        let body = body_crc(|msg| {
-            msg.extend_from_slice(&pgno.to_be_bytes());
-            msg.extend_from_slice(&out[m..m + map_len(ps)]);
-            for &(slot, off, len) in &sc.members {
-                let at = slot_at(ps, slot);
-                msg.extend_from_slice(&[out[at], out[at + 1]]);
-                // Members end at T at the latest: their stored ends are it.
-                msg.extend_from_slice(&out[off..off + len]);
-            }
-        });
+        // Members end at T at the latest: their stored ends are it.
+        let body = members_crc(pgno, out, m, &sc.members);
         let (kind, _) = cell::kind_of(node);
         let h = Version {
             v: plan.w,
@@ -1339,6 +1368,214 @@ impl MvbtFormat {
             _ => pagesum::seal(pgno, out, PAGE_SUM_AT),
         }
         Ok(true)
+    }
+
+    /// [`NodeFormat::patch_leaf`]: the committed leaf version of `base`
+    /// changed by `patch`, written as the new version in the other header
+    /// without the logical view. The members are parsed, not sorted (the
+    /// key is found by equality; slots are unsorted anyway); a put ends the
+    /// key's live cell, if any, at T and adds a cell [T, ∞) where
+    /// [`MvbtFormat::plan`] would place it, a delete ends the cell; lazy GC
+    /// drops what it drops. The new version's checksum is summed, the page
+    /// checksum patched. `None` declines (the full layout decides): a live
+    /// cell that is not plain, an end or start a later transaction wrote
+    /// (a spill, a rollback), a key too long to store whole, no room, or a
+    /// delete below `keep`.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_version(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Option<Patched> {
+        let (ps, tid) = (ctx.page_size, ctx.tid);
+        let max_key = self.max_key_len(ps);
+        if base.len() != ps || out.len() != ps || ps < 512 || tid == INV || key.len() > max_key {
+            return None;
+        }
+        let b = Self::base_version(Some(pgno), base, tid).ok()?;
+        if b.kind != LEAF {
+            return None;
+        }
+        parse(pgno, base, &b, max_key, &mut sc.spans, false).ok()?;
+        // The key's live cell; the live cells' bytes (as the tree counts
+        // them, slots included) and largest length.
+        let (mut found, mut live, mut live_bytes, mut largest) = (None, 0, 0, 0);
+        let pfx = key_prefix(key);
+        for (j, sp) in sc.spans.iter().enumerate() {
+            if sp.start >= tid || (sp.end != INV && sp.end >= tid) {
+                return None;
+            }
+            if sp.end == INV {
+                if sp.flags != 0 || base[sp.off + PREFIX] != 0 {
+                    return None;
+                }
+                if key_eq(sp, base, 0, pfx, key) {
+                    found = Some(j);
+                }
+                live += 1;
+                live_bytes += sp.len + 2;
+                largest = largest.max(sp.len);
+            }
+        }
+        // The page checksum vouches for every version (a patch may not
+        // seal damage it never checked).
+        let intact = ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
+        let new_len = match (patch, found) {
+            (LeafPatch::Delete { .. }, None) => return intact.then_some(Patched::Absent),
+            (LeafPatch::Delete { keep }, Some(j)) => {
+                if live < 2 || live_bytes - (sc.spans[j].len + 2) < keep {
+                    return None;
+                }
+                None
+            }
+            (LeafPatch::Put(v), _) => Some(
+                PREFIX
+                    + 1
+                    + cell::varint_len(key.len() as u64)
+                    + cell::varint_len(v.len() as u64)
+                    + key.len()
+                    + v.len(),
+            ),
+        };
+        if !intact {
+            return None;
+        }
+        let horizon = ctx.horizon;
+        let drop = |sp: &Span| sp.end != INV && sp.end <= horizon;
+        // A new cell's slot: the lowest entry the base does not use.
+        let max = max_slots(ps);
+        let slot = (0..b.nslots)
+            .find(|&i| !member(base, ps, b.v, i))
+            .unwrap_or(b.nslots);
+        let mut members = usize::from(new_len.is_some());
+        let mut nslots = if new_len.is_some() { slot + 1 } else { 0 };
+        for sp in sc.spans.iter().filter(|sp| !drop(sp)) {
+            members += 1;
+            nslots = nslots.max(sp.slot + 1);
+        }
+        let lo = slot_at(ps, nslots.max(b.nslots));
+        if slot >= max || sc.spans.iter().any(|sp| sp.off < lo) {
+            return None;
+        }
+        // Placed as `plan` places it, with the room it keeps for the next
+        // writers: two root stubs and (LS-MVBT, when no cell ends) one
+        // more cell of the node's largest size.
+        let new = match new_len {
+            Some(need) => {
+                let (mut gap_hi, first) =
+                    free_space(lo, ps, &sc.spans, &mut sc.used, &mut sc.holes);
+                let off = place_cell(&mut sc.holes[first..], &mut gap_hi, lo, need)?;
+                let (mut reserve, mut slots) = (2 * STUB, 2);
+                if self.reserve && found.is_none() {
+                    reserve += largest.max(need) + 2;
+                    slots += 1;
+                }
+                if gap_hi - lo < reserve || max - members < slots {
+                    return None;
+                }
+                Some((slot, off, need))
+            }
+            None => None,
+        };
+        out.copy_from_slice(base);
+        let w = 1 - b.v;
+        let m = map_at(ps, w);
+        sc.ranges.clear();
+        sc.ranges.extend([
+            (w * HDR_LEN, (w + 1) * HDR_LEN),
+            (PAGE_SUM_AT + 4, MAP_AT),
+            (m, m + map_len(ps)),
+        ]);
+        sc.members.clear();
+        for (j, sp) in sc.spans.iter().enumerate() {
+            if drop(sp) {
+                continue;
+            }
+            if found == Some(j) {
+                let at = sp.off + END_AT;
+                out[at..at + 8].copy_from_slice(&tid.to_be_bytes());
+                sc.ranges.push((at, at + 8));
+            }
+            sc.members.push((sp.slot, sp.off, sp.len));
+        }
+        if let (Some((slot, off, len)), LeafPatch::Put(v)) = (new, patch) {
+            out[off] = 0;
+            out[off + 1..off + END_AT].copy_from_slice(&tid.to_be_bytes());
+            out[off + END_AT..off + PREFIX].copy_from_slice(&INV.to_be_bytes());
+            cell::put_plain_leaf(out, off + PREFIX, key, v);
+            let s = slot_at(ps, slot);
+            out[s..s + 2].copy_from_slice(&(off as u16).to_be_bytes());
+            let at = sc.members.partition_point(|&(sl, _, _)| sl < slot);
+            sc.members.insert(at, (slot, off, len));
+            sc.ranges.extend([(s, s + 2), (off, off + len)]);
+        }
+        out[m..m + map_len(ps)].fill(0);
+        for &(slot, _, _) in &sc.members {
+            out[m + slot / 8] |= 0x80 >> (slot % 8);
+        }
+        let h = Version {
+            v: w,
+            kind: LEAF,
+            nslots,
+            members,
+            flags: 0,
+            tid,
+            txn_size: 0,
+            page_count: 0,
+            horizon: b.horizon.max(horizon),
+            body_crc: members_crc(pgno, out, m, &sc.members),
+        };
+        write_header(pgno, out, &h);
+        out[PAGE_SUM_AT + 4..MAP_AT].fill(0);
+        if merge_ranges(&mut sc.ranges) <= PATCH_RANGES {
+            seal_patched(pgno, base, out, PAGE_SUM_AT, &sc.ranges);
+        } else {
+            pagesum::seal(pgno, out, PAGE_SUM_AT);
+        }
+        Some(Patched::Written {
+            existed: found.is_some(),
+        })
+    }
+
+    /// A leaf `node` that is the committed version of `base` (verified
+    /// since it was read) with one value replaced or one cell inserted
+    /// (the pager's hint, [`EncodeCtx::leaf_change`]), written as
+    /// [`MvbtFormat::patch_version`] writes that put: no pairing of every
+    /// cell, no sort. False declines (`out` unspecified).
+    fn patch_hinted(
+        &self,
+        pgno: Pgno,
+        node: &Node,
+        base: Option<&[u8]>,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let (Some(base), Some(ch), true, Node::Leaf(cells)) =
+            (base, ctx.leaf_change, ctx.base_verified, node)
+        else {
+            return false;
+        };
+        let (i, existed) = match ch {
+            LeafChange::Value(i) => (i, true),
+            LeafChange::Inserted(i) => (i, false),
+            _ => return false,
+        };
+        let Some(LeafCell {
+            key,
+            value: Value::Inline(v),
+        }) = cells.get(i)
+        else {
+            return false;
+        };
+        key.chain().is_none()
+            && self.patch_version(pgno, base, key, LeafPatch::Put(v), ctx, out, sc)
+                == Some(Patched::Written { existed })
     }
 
     /// Set the ends of the members of every valid version for which
@@ -1468,7 +1705,31 @@ impl NodeFormat for MvbtFormat {
         if ctx.tid == INV {
             return Err(Error::Internal(format!("MVBT write with TID {}", ctx.tid)));
         }
-        with_scratch(|sc| self.write_version(pgno, node, base, ctx, out, sc))
+        with_scratch(|sc| {
+            if self.patch_hinted(pgno, node, base, ctx, out, sc) {
+                return Ok(true);
+            }
+            self.write_version(pgno, node, base, ctx, out, sc)
+        })
+    }
+
+    fn patches_leaf(&self, _patch: &LeafPatch<'_>) -> bool {
+        true
+    }
+
+    fn patch_leaf(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        key: &[u8],
+        patch: LeafPatch<'_>,
+        _order: &dyn KeyOrder,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+    ) -> Result<Option<Patched>> {
+        Ok(with_scratch(|sc| {
+            self.patch_version(pgno, base, key, patch, ctx, out, sc)
+        }))
     }
 
     fn max_key_len(&self, page_size: usize) -> usize {
