@@ -1,6 +1,7 @@
 //! Leaves patched in place (`PageWrite::patch_leaf`): a one-row change to
 //! a leaf whose logical view the cache does not hold (a value replaced by
-//! one of its size, a cell inserted or removed; in IPS any put, appended)
+//! one of its size, a cell inserted or removed; in IPS any put, appended;
+//! in the MVBT modes any put, as a new cell beside the one it ends)
 //! is written as a patch of the page, without decoding it. Every
 //! mode runs the same random single-row and multi-row transactions
 //! (same-size and resized updates, inserts, deletes, reads of a patched
@@ -148,6 +149,8 @@ fn patched_in_place(page_size: usize) {
                 | "dhl-tc"
                 | "dhl-cc"
                 | "ips"
+                | "mvbt"
+                | "ls-mvbt"
         ) {
             assert!(patched > 100, "{mode}: only {patched} leaf changes patched");
         }

@@ -108,6 +108,16 @@ fn put_key_body(out: &mut [u8], mut p: usize, key: &Bytes) -> usize {
     }
 }
 
+/// The first 8 bytes of `key` as a big-endian integer, zero-padded: a
+/// smaller prefix means a smaller key bytewise (equal ones tell nothing),
+/// so most comparisons of a sort or a scan are integer ones.
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
 /// Encoded size of a leaf cell (without its offset entry).
 pub(crate) fn leaf_len(c: &LeafCell) -> usize {
     let (vlen, body) = match &c.value {

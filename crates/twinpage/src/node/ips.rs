@@ -910,6 +910,9 @@ impl IpsFormat {
         let max_key = self.max_key_len(ps);
         sc.spans.clear();
         let mut found = None;
+        // Bytewise, a record's key is compared as an integer of its first
+        // eight bytes before any byte comparison.
+        let pfx = cell::key_prefix(key);
         for i in 0..b.nslots {
             if tombstoned(base, ps, b.v, i) {
                 continue;
@@ -921,7 +924,7 @@ impl IpsFormat {
             let (ks, vs, end) = Reader::new(base, off, ps, pgno).plain_leaf(max_key)?;
             let k = &base[ks..vs];
             let same = match order.bytewise() {
-                true => k == key,
+                true => k.len() == key.len() && cell::key_prefix(k) == pfx && k == key,
                 false => order.compare(k, key).is_eq(),
             };
             if same && found.is_none() {

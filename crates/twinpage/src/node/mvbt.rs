@@ -50,7 +50,7 @@
 //!          `node::cell` describes: cells pair by the stored bytes)
 //! ```
 
-use super::cell::{self, Reader};
+use super::cell::{self, key_prefix, Reader};
 use super::inpage::{
     any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid,
     seal_patched, snapshot_too_old, verify_tree_page, with_local, write_envelope, InPageFormat,
@@ -346,16 +346,6 @@ impl Span {
             .cmp(&(other.rank(), other.pfx))
             .then_with(|| page[self.ks..self.ke].cmp(&page[other.ks..other.ke]))
     }
-}
-
-/// The first 8 bytes of `key` as a big-endian integer, zero-padded: a
-/// smaller prefix means a smaller key bytewise (equal ones tell nothing),
-/// so most comparisons of a sort are integer ones.
-fn key_prefix(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
 }
 
 /// A varint of one or two bytes at `page[at..]`: its value and the
@@ -1425,21 +1415,31 @@ impl MvbtFormat {
         // The page checksum vouches for every version (a patch may not
         // seal damage it never checked).
         let intact = ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
-        let new_len = match (patch, found) {
+        // The cell that ends at T, and a put's new cell's length. A put of
+        // the value the cell holds changes no cell (as `pair` keeps it).
+        let (ends, new_len) = match (patch, found) {
             (LeafPatch::Delete { .. }, None) => return intact.then_some(Patched::Absent),
             (LeafPatch::Delete { keep }, Some(j)) => {
                 if live < 2 || live_bytes - (sc.spans[j].len + 2) < keep {
                     return None;
                 }
-                None
+                (found, None)
             }
-            (LeafPatch::Put(v), _) => Some(
-                PREFIX
-                    + 1
-                    + cell::varint_len(key.len() as u64)
-                    + cell::varint_len(v.len() as u64)
-                    + key.len()
-                    + v.len(),
+            (LeafPatch::Put(v), Some(j))
+                if base[sc.spans[j].ke..sc.spans[j].off + sc.spans[j].len] == *v =>
+            {
+                (None, None)
+            }
+            (LeafPatch::Put(v), _) => (
+                found,
+                Some(
+                    PREFIX
+                        + 1
+                        + cell::varint_len(key.len() as u64)
+                        + cell::varint_len(v.len() as u64)
+                        + key.len()
+                        + v.len(),
+                ),
             ),
         };
         if !intact {
@@ -1471,7 +1471,7 @@ impl MvbtFormat {
                     free_space(lo, ps, &sc.spans, &mut sc.used, &mut sc.holes);
                 let off = place_cell(&mut sc.holes[first..], &mut gap_hi, lo, need)?;
                 let (mut reserve, mut slots) = (2 * STUB, 2);
-                if self.reserve && found.is_none() {
+                if self.reserve && ends.is_none() {
                     reserve += largest.max(need) + 2;
                     slots += 1;
                 }
@@ -1496,7 +1496,7 @@ impl MvbtFormat {
             if drop(sp) {
                 continue;
             }
-            if found == Some(j) {
+            if ends == Some(j) {
                 let at = sp.off + END_AT;
                 out[at..at + 8].copy_from_slice(&tid.to_be_bytes());
                 sc.ranges.push((at, at + 8));
