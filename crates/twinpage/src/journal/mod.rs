@@ -115,7 +115,11 @@ pub struct CommitSet<'a> {
     pub tid: u64,
     /// Pages to write, sorted by page number. On commit, page 1 (the
     /// header, with the new FCC and page count) is included unless the
-    /// journal writes page 1 itself ([`Journal::writes_pager_page1`]).
+    /// journal writes page 1 itself ([`Journal::writes_pager_page1`]): the
+    /// committed page 1 with only its header, the header's page checksum
+    /// and the mode's fields (bytes `0..MODE_FIELDS_AT + MODE_FIELDS_LEN`)
+    /// rewritten, which the rollback journal relies on. A spill never
+    /// holds page 1 (the tree cannot write it).
     pub pages: &'a [PageImage],
     /// Database size in pages before the transaction.
     pub orig_page_count: u32,

@@ -11,20 +11,35 @@
 //!
 //! ```text
 //! header, 512 bytes:
-//!   0..8   magic "tpjrnl01"
+//!   0..8   magic "tpjrnl02" ("tpjrnl01": no page-1 prefix, still read)
 //!   8..12  page size
 //!   12..16 database page count before the transaction
 //!   16..24 salt (random per transaction)
 //!   24..32 TID of the transaction
-//!   32..36 crc32c of bytes 0..32
+//!   32..36 crc32c of bytes 0..32, then (tpjrnl02) bytes 36..40 + L
+//!   36..38 L: length of page 1's original prefix kept here (0 or 84)
+//!   38..40 0
+//!   40..40+L page 1's original bytes 0..L
 //! records from offset 512, each page size + 8 bytes:
 //!   u32 page number, page image, u32 crc32c(salt, page number, image)
 //! ```
 //!
 //! Records are valid only with the header's salt, so stale records left by
 //! an earlier transaction (PERSIST, TRUNCATE interrupted) are never replayed.
+//!
+//! **Page 1's prefix.** A commit rewrites page 1's header (the FCC, the
+//! page count, the free list) and its checksum, bytes 0..84, and nothing
+//! else ([`CommitSet::pages`]). When the first batch of a transaction holds
+//! page 1 (a commit without a spill before it), its original 84 bytes go
+//! into the journal header instead of a record of the whole page (covered
+//! by the header's checksum, written and synced with it before the
+//! database is touched); playback writes them back over page 1, whose
+//! other bytes are the original's. After a spill the header is written
+//! already (it is never rewritten: a torn rewrite could lose a hot
+//! journal), and page 1 is journaled as a record, as before.
 
 use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
+use crate::base::header::{MODE_FIELDS_AT, MODE_FIELDS_LEN};
 use crate::base::pgmap::{reset_set, PgnoSet};
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
@@ -35,7 +50,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 /// Magic bytes at the start of a journal header.
-pub const JOURNAL_MAGIC: &[u8; 8] = b"tpjrnl01";
+pub const JOURNAL_MAGIC: &[u8; 8] = b"tpjrnl02";
+/// Magic of the first layout (no page-1 prefix), still played back.
+const JOURNAL_MAGIC_V1: &[u8; 8] = b"tpjrnl01";
+/// Bytes of page 1 a commit's header rewrite changes: the header, its
+/// checksum and the mode's fields ([`MODE_FIELDS_AT`] + [`MODE_FIELDS_LEN`]).
+const PAGE1_PREFIX: usize = MODE_FIELDS_AT + MODE_FIELDS_LEN;
+/// Where the page-1 prefix's length and bytes sit in the journal header.
+const PREFIX_LEN_AT: usize = 36;
+const PREFIX_AT: usize = 40;
 /// Size of the journal header; records start here.
 pub const JOURNAL_HEADER_SIZE: u64 = 512;
 
@@ -76,8 +99,14 @@ struct State {
     buf: Vec<u8>,
 }
 
-fn header_crc(h: &[u8]) -> u32 {
-    crc32c::crc32c(&h[0..32])
+/// The header's checksum: bytes 0..32 and, in the second layout, the
+/// page-1 prefix's length field and bytes (`prefix`: L).
+fn header_crc(h: &[u8], prefix: Option<usize>) -> u32 {
+    let c = crc32c::crc32c(&h[0..32]);
+    match prefix {
+        Some(l) => crc32c::crc32c_append(c, &h[PREFIX_LEN_AT..PREFIX_AT + l]),
+        None => c,
+    }
 }
 
 fn record_crc(salt: u64, pgno: Pgno, image: &[u8]) -> u32 {
@@ -91,16 +120,30 @@ struct Header {
     page_size: usize,
     orig_pages: u32,
     salt: u64,
+    /// Page 1's original bytes 0..L (L = 0: none).
+    page1_prefix: Vec<u8>,
 }
 
 fn parse_header(h: &[u8]) -> Option<Header> {
-    if h.len() < 36 || &h[0..8] != JOURNAL_MAGIC {
+    if h.len() < JOURNAL_HEADER_SIZE as usize {
         return None;
     }
+    let prefix = match &h[0..8] {
+        m if m == JOURNAL_MAGIC => {
+            let l = usize::from(u16::from_be_bytes([h[PREFIX_LEN_AT], h[PREFIX_LEN_AT + 1]]));
+            if l != 0 && l != PAGE1_PREFIX {
+                return None;
+            }
+            Some(l)
+        }
+        m if m == JOURNAL_MAGIC_V1 => None,
+        _ => return None,
+    };
     let crc = u32::from_be_bytes(h[32..36].try_into().ok()?);
-    if crc != header_crc(h) {
+    if crc != header_crc(h, prefix) {
         return None;
     }
+    let l = prefix.unwrap_or(0);
     let page_size = u32::from_be_bytes(h[8..12].try_into().ok()?) as usize;
     if !(512..=65536).contains(&page_size) || !page_size.is_power_of_two() {
         return None;
@@ -109,6 +152,7 @@ fn parse_header(h: &[u8]) -> Option<Header> {
         page_size,
         orig_pages: u32::from_be_bytes(h[12..16].try_into().ok()?),
         salt: u64::from_be_bytes(h[16..24].try_into().ok()?),
+        page1_prefix: h[PREFIX_AT..PREFIX_AT + l].to_vec(),
     })
 }
 
@@ -163,7 +207,31 @@ impl RollbackJournal {
             h[12..16].copy_from_slice(&set.orig_page_count.to_be_bytes());
             h[16..24].copy_from_slice(&st.salt.to_be_bytes());
             h[24..32].copy_from_slice(&set.tid.to_be_bytes());
-            let crc = header_crc(&h);
+            // Page 1 (sorted first) changed only in its header, as the pager
+            // writes it ([`CommitSet::pages`]): its original prefix here
+            // instead of a record.
+            let l = match set.pages.first().filter(|p| p.pgno == 1) {
+                Some(p1) if set.orig_page_count >= 1 => {
+                    let orig = set.originals.original(1)?;
+                    if orig.len() != ps || p1.data.len() != ps || ps <= PAGE1_PREFIX {
+                        return Err(Error::InvalidArgument(format!(
+                            "page 1 images of {} and {} bytes for a {ps}-byte page",
+                            orig.len(),
+                            p1.data.len()
+                        )));
+                    }
+                    debug_assert!(
+                        orig[PAGE1_PREFIX..] == p1.data[PAGE1_PREFIX..],
+                        "page 1 changed beyond its header"
+                    );
+                    h[PREFIX_AT..PREFIX_AT + PAGE1_PREFIX].copy_from_slice(&orig[..PAGE1_PREFIX]);
+                    st.journaled.insert(1);
+                    PAGE1_PREFIX
+                }
+                _ => 0,
+            };
+            h[PREFIX_LEN_AT..PREFIX_LEN_AT + 2].copy_from_slice(&(l as u16).to_be_bytes());
+            let crc = header_crc(&h, Some(l));
             h[32..36].copy_from_slice(&crc.to_be_bytes());
             buf.extend_from_slice(&h);
         }
@@ -238,7 +306,7 @@ impl RollbackJournal {
     /// restore its size. Returns the number of pages restored, or `None`
     /// if the journal is not hot.
     fn play_back(&self, journal: &Arc<dyn VfsFile>, dbf: &Arc<dyn VfsFile>) -> Result<Option<u64>> {
-        let mut h = [0u8; 36];
+        let mut h = [0u8; JOURNAL_HEADER_SIZE as usize];
         if journal.read_at(&mut h, 0)? < 36 {
             return Ok(None);
         }
@@ -250,6 +318,12 @@ impl RollbackJournal {
         let mut rec = vec![0u8; rec_len];
         let mut off = JOURNAL_HEADER_SIZE;
         let mut restored = 0;
+        // Page 1's original prefix (its other bytes are the original's,
+        // or a record below restores them too).
+        if !hdr.page1_prefix.is_empty() && hdr.orig_pages >= 1 {
+            dbf.write_at(&hdr.page1_prefix, 0)?;
+            restored += 1;
+        }
         loop {
             if journal.read_at(&mut rec, off)? < rec_len {
                 break;
