@@ -533,7 +533,7 @@ impl<F: InPageFormat> Journal for DhlJournal<F> {
         self.mode
     }
 
-    fn writes_pager_page1(&self) -> bool {
+    fn writes_pager_page1(&self, _prev: &Header, _header: &Header) -> bool {
         // Page 1 is the commit mark, written from `page1_into` (header and
         // tail); a commit with an embedded record does not write it.
         false

@@ -371,19 +371,22 @@ pub trait Journal: Send + Sync {
         self.mode().node_format()
     }
 
-    /// Whether a commit writes the pager's image of page 1 (the new
-    /// header over the committed page 1). A journal that writes page 1
-    /// from state of its own (DHL's commit mark and tail) says no: the
-    /// pager then neither builds that image nor caches it, a 4 KiB copy
-    /// and a page checksum patch less per commit.
-    fn writes_pager_page1(&self) -> bool {
+    /// Whether a commit from `prev` to `header` writes the pager's image
+    /// of page 1 (the new header over the committed page 1). A journal
+    /// that writes page 1 from state of its own (DHL's commit mark and
+    /// tail), or that leaves page 1 out when only the FCC changed (the
+    /// WAL, whose frames carry the TID), says no: the pager then neither
+    /// builds that image nor caches it, a 4 KiB copy and a page checksum
+    /// patch less per commit.
+    fn writes_pager_page1(&self, prev: &Header, header: &Header) -> bool {
+        let _ = (prev, header);
         true
     }
 
     /// Adjust the encoded pages of a commit before they are handed to
     /// [`Journal::commit`] and installed in the cache (so the cache holds
     /// exactly what is written). `pages` is sorted and starts with page 1
-    /// (unless [`Journal::writes_pager_page1`] says no);
+    /// (unless [`Journal::writes_pager_page1`] said no);
     /// `free` is [`CommitSet::free`]. Metadata embedding puts the commit
     /// record into one of them.
     fn prepare_commit(

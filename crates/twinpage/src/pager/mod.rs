@@ -1487,7 +1487,7 @@ impl Pager {
         free.dedup();
         let mut pages = std::mem::take(&mut st.pages);
         pages.clear();
-        if self.journal.writes_pager_page1() {
+        if self.journal.writes_pager_page1(&st.orig_header, &st.header) {
             let mut p1 = self.page_buffer();
             let b = unique(&mut p1)?;
             st.header.write_over(&self.committed_raw(1, None)?, b);

@@ -1279,9 +1279,7 @@ impl WalJournal {
     /// pending frame is not the committed image.
     /// The pages of `set` a commit logs, as indices into `set.pages`.
     fn pages_to_log(&self, set: &CommitSet<'_>, out: &mut Vec<usize>) -> Result<()> {
-        let mut prev = *set.prev_header;
-        prev.fcc = set.header.fcc;
-        let header_same = prev == *set.header;
+        let header_same = only_fcc_changed(set.prev_header, set.header);
         let compare = set.pages.len() <= SAME_IMAGE_MAX_PAGES;
         out.clear();
         let mut page1 = None;
@@ -1321,7 +1319,20 @@ impl WalJournal {
     }
 }
 
+/// Whether `header` differs from `prev` only in its FCC: page 1 then
+/// needs no frame (the log's TIDs carry the FCC).
+fn only_fcc_changed(prev: &Header, header: &Header) -> bool {
+    let mut prev = *prev;
+    prev.fcc = header.fcc;
+    prev == *header
+}
+
 impl Journal for WalJournal {
+    fn writes_pager_page1(&self, prev: &Header, header: &Header) -> bool {
+        // The page is left out of the log then (`pages_to_log`).
+        !only_fcc_changed(prev, header)
+    }
+
     fn mode(&self) -> JournalMode {
         JournalMode::Wal
     }
