@@ -34,9 +34,12 @@
 //! into the journal header instead of a record of the whole page (covered
 //! by the header's checksum, written and synced with it before the
 //! database is touched); playback writes them back over page 1, whose
-//! other bytes are the original's. After a spill the header is written
-//! already (it is never rewritten: a torn rewrite could lose a hot
-//! journal), and page 1 is journaled as a record, as before.
+//! other bytes are the original's. After a spill that journaled a record
+//! the header is not written again (a torn rewrite could lose a hot
+//! journal), and page 1 is journaled as a record, as before. (A spill that
+//! journaled no record, having written only pages past the original end,
+//! leaves the header to be written again at the commit: truncation undoes
+//! those pages whatever the header holds.)
 
 use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
 use crate::base::header::{MODE_FIELDS_AT, MODE_FIELDS_LEN};

@@ -1329,8 +1329,11 @@ fn only_fcc_changed(prev: &Header, header: &Header) -> bool {
 
 impl Journal for WalJournal {
     fn writes_pager_page1(&self, prev: &Header, header: &Header) -> bool {
-        // The page is left out of the log then (`pages_to_log`).
-        !only_fcc_changed(prev, header)
+        // Only the FCC changed: the page gets no frame (`pages_to_log`),
+        // unless the transaction's pages all went to the log as spilled
+        // frames already, when page 1 is the one left to be the commit
+        // frame.
+        !only_fcc_changed(prev, header) || !self.idx.read().pending.is_empty()
     }
 
     fn mode(&self) -> JournalMode {
