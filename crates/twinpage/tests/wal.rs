@@ -1081,20 +1081,19 @@ fn a_commit_whose_pages_all_spilled_has_a_commit_frame() {
         t.commit()
             .unwrap_or_else(|e| panic!("{k} leaves changed: {e}"));
     }
-    let got: BTreeMap<Vec<u8>, Vec<u8>> = db
-        .scan("t", .., Direction::Forward)
-        .unwrap()
-        .into_iter()
-        .collect();
-    assert!(got == model, "contents differ from the model");
-    db.check().unwrap();
+    let same = |db: &Db, when: &str| {
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = db
+            .scan("t", .., Direction::Forward)
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert!(got == model, "contents differ from the model {when}");
+        db.check().unwrap();
+    };
+    same(&db, "after the commits");
     db.close().unwrap();
-    let db = Db::open(Path::new("/spilled.db"), opts()).unwrap();
-    let got: BTreeMap<Vec<u8>, Vec<u8>> = db
-        .scan("t", .., Direction::Forward)
-        .unwrap()
-        .into_iter()
-        .collect();
-    assert!(got == model, "contents differ from the model after reopen");
-    db.check().unwrap();
+    same(
+        &Db::open(Path::new("/spilled.db"), opts()).unwrap(),
+        "after reopen",
+    );
 }
