@@ -572,42 +572,13 @@ fn stub_room(
         .unwrap_or(0)
 }
 
-/// The free runs of `[lo, ps)` around the cells `spans` (none starts
-/// below `lo`), ascending, as [`free_gaps`] finds them: a node's few dozen
-/// cells sort faster than they mark a page bitmap. `used` is scratch.
-fn free_runs(
-    lo: usize,
-    ps: usize,
-    spans: &[Span],
-    used: &mut Vec<u64>,
-    out: &mut Vec<(usize, usize)>,
-) {
-    used.clear();
-    used.extend(
-        spans
-            .iter()
-            .map(|sp| (sp.off as u64) << 32 | (sp.off + sp.len) as u64),
-    );
-    used.sort_unstable();
-    out.clear();
-    let mut at = lo;
-    for &u in used.iter() {
-        let (s, e) = ((u >> 32) as usize, (u & 0xFFFF_FFFF) as usize);
-        if s > at {
-            out.push((at, s));
-        }
-        at = at.max(e);
-    }
-    if at < ps {
-        out.push((at, ps));
-    }
-}
-
-/// The free space a new version of the base members `spans` may use above
-/// `lo` (its slot array's end): the holes between and above the members
-/// in `holes`, and the top of the gap from `lo` to the lowest member.
-/// Returns the gap's top and the index of the first hole in `holes` (the
-/// free run at `lo`, if any, is the gap). `used` is scratch.
+/// The free space a new version of the base members `spans` (none starts
+/// below `lo`, its slot array's end) may use: the free runs of `[lo, ps)`
+/// around them, ascending, into `holes` (as [`free_gaps`] finds them: a
+/// node's few dozen cells sort faster than they mark a page bitmap).
+/// Returns the top of the gap from `lo` to the lowest member and the index
+/// of the first hole in `holes` (the free run at `lo`, if any, is the
+/// gap). `used` is scratch.
 fn free_space(
     lo: usize,
     ps: usize,
@@ -615,7 +586,25 @@ fn free_space(
     used: &mut Vec<u64>,
     holes: &mut Vec<(usize, usize)>,
 ) -> (usize, usize) {
-    free_runs(lo, ps, spans, used, holes);
+    used.clear();
+    used.extend(
+        spans
+            .iter()
+            .map(|sp| (sp.off as u64) << 32 | (sp.off + sp.len) as u64),
+    );
+    used.sort_unstable();
+    holes.clear();
+    let mut at = lo;
+    for &u in used.iter() {
+        let (s, e) = ((u >> 32) as usize, (u & 0xFFFF_FFFF) as usize);
+        if s > at {
+            holes.push((at, s));
+        }
+        at = at.max(e);
+    }
+    if at < ps {
+        holes.push((at, ps));
+    }
     match holes.first() {
         Some(&(s, e)) if s == lo => (e, 1),
         _ => (lo, 0),
@@ -663,6 +652,48 @@ fn members_crc(pgno: Pgno, out: &[u8], m: usize, members: &[(usize, usize, usize
             msg.extend_from_slice(&out[off..off + len]);
         }
     })
+}
+
+/// The bytes every write of version `w` changes in its base image: its
+/// header, the zeroed bytes after the page checksum, its bitmap.
+fn version_ranges(ps: usize, w: usize) -> [(usize, usize); 3] {
+    let m = map_at(ps, w);
+    [
+        (w * HDR_LEN, (w + 1) * HDR_LEN),
+        (PAGE_SUM_AT + 4, MAP_AT),
+        (m, m + map_len(ps)),
+    ]
+}
+
+/// Finish version `h.v` of `out`, whose members `sc.members` (sorted by
+/// slot) are in place: its bitmap, its body checksum (into `h`), its
+/// header, and the page checksum, patched from `base`'s over `sc.ranges`
+/// when few ranges changed (each costs a short sum and a shift; a base
+/// whose checksum failed leaves one that fails: damage is never sealed),
+/// else summed.
+fn finish_version(
+    pgno: Pgno,
+    base: Option<&[u8]>,
+    out: &mut [u8],
+    mut h: Version,
+    sc: &mut Scratch,
+) {
+    let ps = out.len();
+    let m = map_at(ps, h.v);
+    out[m..m + map_len(ps)].fill(0);
+    for &(slot, _, _) in &sc.members {
+        out[m + slot / 8] |= 0x80 >> (slot % 8);
+    }
+    // Members end at T at the latest: their stored ends are it.
+    h.body_crc = members_crc(pgno, out, m, &sc.members);
+    write_header(pgno, out, &h);
+    out[PAGE_SUM_AT + 4..MAP_AT].fill(0);
+    match base {
+        Some(b) if merge_ranges(&mut sc.ranges) <= PATCH_RANGES => {
+            seal_patched(pgno, b, out, PAGE_SUM_AT, &sc.ranges)
+        }
+        _ => pagesum::seal(pgno, out, PAGE_SUM_AT),
+    }
 }
 
 /// Where a new version goes ([`MvbtFormat::layout`]).
@@ -1289,16 +1320,12 @@ impl MvbtFormat {
             None => out.fill(0),
         }
         let tid = ctx.tid;
-        let m = map_at(ps, plan.w);
         // What this write changes in the base image: its header, the
-        // zeroed bytes after the page checksum, its bitmap, the end fields
-        // that change, the new cells and their slots.
+        // zeroed bytes after the page checksum, its bitmap (all three in
+        // `version_ranges`), the end fields that change, the new cells and
+        // their slots.
         sc.ranges.clear();
-        sc.ranges.extend([
-            (plan.w * HDR_LEN, (plan.w + 1) * HDR_LEN),
-            (PAGE_SUM_AT + 4, MAP_AT),
-            (m, m + map_len(ps)),
-        ]);
+        sc.ranges.extend(version_ranges(ps, plan.w));
         sc.members.clear();
         for (sp, f) in sc.spans.iter().zip(&sc.fate) {
             let end = match f {
@@ -1326,12 +1353,6 @@ impl MvbtFormat {
             sc.ranges.extend([(s, s + 2), (off, off + sc.lens[i])]);
         }
         sc.members.sort_unstable();
-        out[m..m + map_len(ps)].fill(0);
-        for &(slot, _, _) in &sc.members {
-            out[m + slot / 8] |= 0x80 >> (slot % 8);
-        }
-        // Members end at T at the latest: their stored ends are it.
-        let body = members_crc(pgno, out, m, &sc.members);
         let (kind, _) = cell::kind_of(node);
         let h = Version {
             v: plan.w,
@@ -1343,20 +1364,9 @@ impl MvbtFormat {
             txn_size: 0,
             page_count: 0,
             horizon: plan.horizon,
-            body_crc: body,
+            body_crc: 0,
         };
-        write_header(pgno, out, &h);
-        out[PAGE_SUM_AT + 4..MAP_AT].fill(0);
-        match base {
-            // Patched from the base's page checksum when few ranges
-            // changed (each costs a short sum and a shift): a base whose
-            // checksum failed leaves one that fails (damage is never
-            // sealed).
-            Some(b) if merge_ranges(&mut sc.ranges) <= PATCH_RANGES => {
-                seal_patched(pgno, b, out, PAGE_SUM_AT, &sc.ranges)
-            }
-            _ => pagesum::seal(pgno, out, PAGE_SUM_AT),
-        }
+        finish_version(pgno, base, out, h, sc);
         Ok(true)
     }
 
@@ -1484,13 +1494,8 @@ impl MvbtFormat {
         };
         out.copy_from_slice(base);
         let w = 1 - b.v;
-        let m = map_at(ps, w);
         sc.ranges.clear();
-        sc.ranges.extend([
-            (w * HDR_LEN, (w + 1) * HDR_LEN),
-            (PAGE_SUM_AT + 4, MAP_AT),
-            (m, m + map_len(ps)),
-        ]);
+        sc.ranges.extend(version_ranges(ps, w));
         sc.members.clear();
         for (j, sp) in sc.spans.iter().enumerate() {
             if drop(sp) {
@@ -1514,10 +1519,6 @@ impl MvbtFormat {
             sc.members.insert(at, (slot, off, len));
             sc.ranges.extend([(s, s + 2), (off, off + len)]);
         }
-        out[m..m + map_len(ps)].fill(0);
-        for &(slot, _, _) in &sc.members {
-            out[m + slot / 8] |= 0x80 >> (slot % 8);
-        }
         let h = Version {
             v: w,
             kind: LEAF,
@@ -1528,15 +1529,9 @@ impl MvbtFormat {
             txn_size: 0,
             page_count: 0,
             horizon: b.horizon.max(horizon),
-            body_crc: members_crc(pgno, out, m, &sc.members),
+            body_crc: 0,
         };
-        write_header(pgno, out, &h);
-        out[PAGE_SUM_AT + 4..MAP_AT].fill(0);
-        if merge_ranges(&mut sc.ranges) <= PATCH_RANGES {
-            seal_patched(pgno, base, out, PAGE_SUM_AT, &sc.ranges);
-        } else {
-            pagesum::seal(pgno, out, PAGE_SUM_AT);
-        }
+        finish_version(pgno, Some(base), out, h, sc);
         Some(Patched::Written {
             existed: found.is_some(),
         })
