@@ -286,6 +286,17 @@ impl VfsFile for CountingFile {
         })
     }
 
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
+        let len = bufs.iter().map(|b| b.len()).sum::<usize>();
+        self.counters.write_calls.fetch_add(1, Relaxed);
+        self.counters.bytes_written.fetch_add(len as u64, Relaxed);
+        self.counters
+            .record(|| IoEvent::Write(self.path().to_path_buf(), offset, len));
+        timed(&self.counters.write_ns, Timer::Write, || {
+            self.inner.write_vectored_at(bufs, offset)
+        })
+    }
+
     fn sync_data(&self) -> Result<()> {
         self.counters.fdatasync.fetch_add(1, Relaxed);
         self.counters

@@ -231,6 +231,20 @@ impl VfsFile for MemFile {
         Ok(())
     }
 
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
+        let mut data = self.inode.data.lock();
+        let mut at = offset as usize;
+        let end = at + bufs.iter().map(|b| b.len()).sum::<usize>();
+        if data.len() < end {
+            data.resize(end, 0);
+        }
+        for b in bufs {
+            data[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        }
+        Ok(())
+    }
+
     fn sync_data(&self) -> Result<()> {
         Ok(())
     }

@@ -79,6 +79,18 @@ pub trait VfsFile: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
     /// Write all of `buf` at `offset`, extending the file if needed.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+    /// Write `bufs` back to back from `offset` as one write: the same as a
+    /// [`VfsFile::write_at`] of their concatenation, which is what the
+    /// default does. A file that can write from scattered buffers (the OS
+    /// file's `pwritev`) overrides it, so a journal writes a page image
+    /// from where it lies instead of copying it behind a record header.
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
+        let mut all = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+        for b in bufs {
+            all.extend_from_slice(b);
+        }
+        self.write_at(&all, offset)
+    }
     /// fdatasync: make written data (and the size) durable.
     fn sync_data(&self) -> Result<()>;
     /// fsync: make data and all metadata durable.

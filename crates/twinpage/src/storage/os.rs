@@ -85,6 +85,71 @@ impl VfsFile for OsFile {
             .map_err(|e| Error::io("pwrite", &self.path, e))
     }
 
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
+        // Up to this many buffers per pwritev, from an array on the stack.
+        const IOV: usize = 64;
+        let (mut i, mut skip, mut at) = (0, 0, offset);
+        loop {
+            // Past the buffers written in full (and empty ones).
+            while i < bufs.len() && skip == bufs[i].len() {
+                (i, skip) = (i + 1, 0);
+            }
+            if i == bufs.len() {
+                return Ok(());
+            }
+            let Ok(off) = libc::off_t::try_from(at) else {
+                // An offset this platform's off_t cannot hold: one pwrite.
+                let rest: Vec<u8> = (bufs[i][skip..].iter())
+                    .chain(bufs[i + 1..].iter().flat_map(|b| b.iter()))
+                    .copied()
+                    .collect();
+                return self.write_at(&rest, at);
+            };
+            let n = (bufs.len() - i).min(IOV);
+            let mut iov = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; IOV];
+            for (k, b) in bufs[i..i + n].iter().enumerate() {
+                let b = if k == 0 { &b[skip..] } else { b };
+                iov[k] = libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: b.len(),
+                };
+            }
+            // SAFETY: the iovecs point into `bufs`, borrowed for the call;
+            // pwritev only reads them.
+            let rc = unsafe {
+                libc::pwritev(self.file.as_raw_fd(), iov.as_ptr(), n as libc::c_int, off)
+            };
+            let mut done = match rc {
+                0 => {
+                    let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                    return Err(Error::io("pwritev", &self.path, e));
+                }
+                n if n > 0 => n as usize,
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return Err(Error::io("pwritev", &self.path, e));
+                }
+            };
+            at += done as u64;
+            // A short write: go on from the first byte not written.
+            while done > 0 {
+                let left = bufs[i].len() - skip;
+                if done < left {
+                    skip += done;
+                    break;
+                }
+                done -= left;
+                (i, skip) = (i + 1, 0);
+            }
+        }
+    }
+
     fn sync_data(&self) -> Result<()> {
         self.file
             .sync_data()

@@ -78,6 +78,10 @@ impl VfsFile for ReadOnlyFile {
         Err(refuse("a write", self.path()))
     }
 
+    fn write_vectored_at(&self, _bufs: &[&[u8]], _offset: u64) -> Result<()> {
+        Err(refuse("a write", self.path()))
+    }
+
     fn sync_data(&self) -> Result<()> {
         Err(refuse("fdatasync", self.path()))
     }
