@@ -6,8 +6,9 @@
 //! 0      u8   page type: 0x0D leaf, 0x05 interior
 //! 1      u8   reserved (0)
 //! 2..4   u16  cell count n
-//! 4..8   u32  offset of the first cell byte (cells are packed at the end)
-//! 8..12  u32  interior: rightmost child; leaf: 0
+//! 4..8   u32  offset of the first cell byte (cells lie at the end)
+//! 8..12  u32  interior: rightmost child; leaf: bytes of holes among the
+//!             cells (zeroed cells removed in place; 0 when packed)
 //! 12..16 u32  page checksum: crc32c(pgno, bytes 0..12, bytes 16..ps)
 //!             (0 in a database created without page checksums)
 //! 16..   u16  n cell offsets, in key order
@@ -119,6 +120,8 @@ fn decode(
     // Where the previous cell's key lies when it was a plain cell: plain
     // neighbours (most cells) are ordered on the page's bytes.
     let mut prev: Option<(usize, usize)> = None;
+    // A leaf's cell bytes, for S1.
+    let mut cell_bytes = 0;
     for i in 0..n {
         let off = be_u16(page, HEADER + 2 * i);
         if off < content || off >= page.len() {
@@ -137,6 +140,7 @@ fn decode(
                         .is_none_or(|p: &LeafCell| ordered(&p.key, &c.key)),
                 };
                 prev = Some((ks, vs));
+                cell_bytes += r.pos - off;
                 leaf.push(c);
                 if !ok {
                     return Err(corrupt(format!("cell {i}: keys out of order")));
@@ -145,6 +149,7 @@ fn decode(
             }
             prev = None;
             let c = r.leaf(i, max_key)?;
+            cell_bytes += r.pos - off;
             let ok = leaf
                 .last()
                 .is_none_or(|p: &LeafCell| ordered(&p.key, &c.key));
@@ -161,6 +166,16 @@ fn decode(
         }
     }
     if kind == LEAF {
+        // S1: the area holds the cells and the counted holes, and, on a
+        // page of the format with a trailer, the trailer.
+        let rest = (page.len() - content).checked_sub(cell_bytes + be_u32(page, 8) as usize);
+        if !matches!(rest, Some(0 | META_TRAILER)) {
+            return Err(corrupt(format!(
+                "cell area of {} bytes holds {cell_bytes} bytes of cells and {} of holes",
+                page.len() - content,
+                be_u32(page, 8)
+            )));
+        }
         Ok(Node::Leaf(leaf))
     } else {
         let right = be_u32(page, 8);
@@ -224,115 +239,46 @@ fn encode(pgno: Pgno, node: &Node, ctx: &EncodeCtx, reserve: usize, out: &mut [u
     Ok(())
 }
 
-/// `base` with the cell of slot `i` (bytes `off..end`) removed into
-/// `out`: the cells below it move up over its bytes, their offsets follow,
-/// so the page stays packed. Writes the changed runs to `ranges[1..3]`;
-/// false (with `out` unspecified) if another cell lies inside the removed
+/// The bytes of holes a leaf's cell area holds (header bytes 8..12): the
+/// zeroed bytes of cells removed where they lay (ARCHITECTURE.md S1).
+fn holes(page: &[u8]) -> usize {
+    be_u32(page, 8) as usize
+}
+
+/// `base` with the cell of slot `i` (bytes `off..end`) removed into `out`
+/// where it lies, as SQLite drops a cell: its bytes are zeroed and added
+/// to the leaf's holes (or, the lowest cell, given back to the gap), its
+/// offset entry goes and the later ones move down one slot. No other cell
+/// moves, so the checksum is patched over the header, the slots from `i`
+/// and the cell alone. Writes the changed runs to `ranges[0..3]`; false
+/// (with `out` unspecified) if another cell starts inside the removed
 /// one's bytes (damage).
-fn remove_packed(
+fn remove_hole(
     base: &[u8],
     out: &mut [u8],
     (n, content): (usize, usize),
     (i, off, end): (usize, usize, usize),
     ranges: &mut [(usize, usize); 4],
 ) -> bool {
-    let len = end - off;
-    // Each byte copied once: the cells that move land where they go (a
-    // copy of the page, then a move of them, would copy them twice).
-    out[..content].copy_from_slice(&base[..content]);
-    out[content..content + len].fill(0);
-    out[content + len..end].copy_from_slice(&base[content..off]);
-    out[end..].copy_from_slice(&base[end..]);
-    for j in 0..n {
-        if j == i {
-            continue;
-        }
-        let o = be_u16(base, HEADER + 2 * j);
-        if (off..end).contains(&o) {
+    for j in (0..n).filter(|&j| j != i) {
+        if (off..end).contains(&be_u16(base, HEADER + 2 * j)) {
             return false;
         }
-        let moved = if o < off { o + len } else { o };
-        let slot = if j < i { j } else { j - 1 };
-        out[HEADER + 2 * slot..HEADER + 2 * slot + 2]
-            .copy_from_slice(&(moved as u16).to_be_bytes());
     }
+    out.copy_from_slice(base);
+    out[off..end].fill(0);
+    out.copy_within(HEADER + 2 * (i + 1)..HEADER + 2 * n, HEADER + 2 * i);
     out[HEADER + 2 * (n - 1)..HEADER + 2 * n].fill(0);
     out[2..4].copy_from_slice(&((n - 1) as u16).to_be_bytes());
-    out[4..8].copy_from_slice(&((content + len) as u32).to_be_bytes());
-    ranges[1] = (HEADER, HEADER + 2 * n);
-    ranges[2] = (content, end);
-    true
-}
-
-/// A cell [`remove_packed`] took out of a page of `n` cells whose cell
-/// area starts at `content`: its bytes were `off..end`.
-#[derive(Clone, Copy)]
-struct Removed {
-    n: usize,
-    content: usize,
-    off: usize,
-    end: usize,
-}
-
-/// The checksum of `out`, which [`remove_packed`] made from `base` (its
-/// stored checksum intact) by removing cell `off..end`: `None` if `base`'s
-/// free space is not zero, and then the changed runs are summed instead.
-///
-/// A slotted page's checksum message puts page byte `b` (from
-/// [`HEADER`] on) at position `b`: S ‖ Z ‖ B ‖ C ‖ R before, with S the
-/// page number, header and slots, Z the zero free space, B the cells that
-/// move, C the removed cell and R the rest; S' ‖ 0 ‖ B ‖ R after, the
-/// zeros |Z| + |C| + 2 long. B only moves, so crc(S' ‖ 0 ‖ B) follows
-/// from crc(S ‖ Z ‖ B) and crc(S) (both with B's raw sum in them), and
-/// crc(S ‖ Z ‖ B) is summed over B or, when C ‖ R is shorter, found from
-/// the stored checksum with the raw sum of C ‖ R removed
-/// ([`pagesum::head_crc`]). Either way about a quarter of the cell
-/// area is read, against all of it twice for the changed runs.
-fn removed_sum(
-    pgno: Pgno,
-    base: &[u8],
-    out: &[u8],
-    Removed {
-        n,
-        content,
-        off,
-        end,
-    }: Removed,
-    limit: usize,
-) -> Option<u32> {
-    let ps = base.len();
-    let (slots, slots_new) = (HEADER + 2 * n, HEADER + 2 * (n - 1));
-    if !pagesum::is_zero(&base[slots..content]) {
-        return None;
-    }
-    // S: the page number and header, then the slots (two crc32c calls;
-    // each costs more than these few bytes).
-    let lead = |p: &[u8], to: usize| {
-        let mut head = [0u8; 4 + SUM_AT];
-        head[..4].copy_from_slice(&pgno.to_be_bytes());
-        head[4..].copy_from_slice(&p[..SUM_AT]);
-        crc32c::crc32c_append(crc32c::crc32c(&head), &p[HEADER..to])
-    };
-    let c_s = lead(base, slots);
-    let whole = pagesum::stored(base, SUM_AT);
-    let rest = &base[off..ps];
-    // crc(S ‖ Z ‖ B): B is base[content..off].
-    let c_szb = if off - content <= rest.len() {
-        crc32c::crc32c_append(
-            pagesum::append_zeros(c_s, content - slots),
-            &base[content..off],
-        )
+    if off == content {
+        out[4..8].copy_from_slice(&(end as u32).to_be_bytes());
     } else {
-        pagesum::head_crc(whole, pagesum::raw_crc(rest), rest.len())
-    };
-    // raw(B) as a register: crc(S ‖ Z ‖ B) without S ‖ Z's part.
-    let raw_b = !c_szb ^ !pagesum::append_zeros(c_s, off - slots);
-    let c_new = !(!pagesum::append_zeros(lead(out, slots_new), end - slots_new) ^ raw_b);
-    let c_old = crc32c::crc32c_append(c_szb, &base[off..end]);
-    let moved = whole ^ pagesum::advance(c_new ^ c_old, ps - end);
-    // The reserved trailer (cleared) is the message's end.
-    let trailer = (limit < ps).then(|| pagesum::run_term(&base[limit..ps], &out[limit..ps], 0));
-    Some(moved ^ trailer.unwrap_or(0))
+        out[8..12].copy_from_slice(&((holes(base) + end - off) as u32).to_be_bytes());
+    }
+    ranges[0] = (2, 12);
+    ranges[1] = (HEADER + 2 * i, HEADER + 2 * n);
+    ranges[2] = (off, end);
+    true
 }
 
 /// Give the cell just written at `at` (below the cells, `content` the old
@@ -353,14 +299,14 @@ fn insert_slot(
     ranges[2] = (at, content);
 }
 
-/// [`NodeFormat::encode_changed`]: `base` (a leaf this format wrote, so
-/// its cells are packed) with one cell changed, patched in a copy and its
-/// checksum patched over the bytes that moved:
+/// [`NodeFormat::encode_changed`]: `base` (a leaf this format wrote)
+/// with one cell changed, patched in a copy and its checksum patched over
+/// the bytes that changed:
 /// - a new value of the same encoded size: the cell rewritten in place;
 /// - an inserted cell: written just below the others, its offset entry
 ///   inserted at its slot;
-/// - a removed cell: the cells below it move up by its size, their
-///   offsets follow, its entry goes.
+/// - a removed cell: zeroed where it lies, a hole ([`remove_hole`]), its
+///   entry gone.
 ///
 /// The reserved trailer is cleared. Anything that does not match `base`
 /// (counts, the changed or neighbouring keys, room on the page) declines.
@@ -399,7 +345,6 @@ fn encode_changed(
     };
     let key_is = |j: usize, key: &Bytes| base_cell(j).is_some_and(|(k, ..)| k == &key[..]);
     let mut ranges = [(2, 8), (0, 0), (0, 0), (limit, ps)];
-    let mut removed = None;
     match change {
         LeafChange::Value(i) => {
             let cell = &cells[i];
@@ -436,20 +381,14 @@ fn encode_changed(
             let neighbours_match = (i == 0 || key_is(i - 1, &cells[i - 1].key))
                 && (i + 1 == n || key_is(i + 1, &cells[i].key));
             if !neighbours_match
-                || !remove_packed(base, out, (n, content), (i, off, end), &mut ranges)
+                || !remove_hole(base, out, (n, content), (i, off, end), &mut ranges)
             {
                 return false;
             }
-            removed = Some(Removed {
-                n,
-                content,
-                off,
-                end,
-            });
         }
         LeafChange::Child(_) | LeafChange::Split(_) => return false,
     }
-    seal_changed(pgno, base, out, (limit, removed), ctx, &ranges);
+    seal_changed(pgno, base, out, limit, ctx, &ranges);
     true
 }
 
@@ -479,7 +418,7 @@ fn seal_changed(
     pgno: Pgno,
     base: &[u8],
     out: &mut [u8],
-    (limit, removed): (usize, Option<Removed>),
+    limit: usize,
     ctx: &EncodeCtx,
     ranges: &[(usize, usize)],
 ) {
@@ -487,15 +426,13 @@ fn seal_changed(
     if !ctx.checksums {
         return;
     }
-    let s = match removed.and_then(|r| removed_sum(pgno, base, out, r, limit)) {
-        Some(s) => s,
-        // Patching reads the changed runs twice (old and new): past half
-        // a page, one sum of the new page costs less. `base` is the image
-        // the pager verified, so neither way seals damage.
-        None if 2 * ranges.iter().map(|&(s, e)| e - s).sum::<usize>() > ctx.page_size => {
-            pagesum::page_sum(pgno, out, SUM_AT)
-        }
-        None => pagesum::patched_sum(pgno, base, out, SUM_AT, ranges),
+    // Patching reads the changed runs twice (old and new): past half a
+    // page, one sum of the new page costs less. `base` is the image the
+    // pager verified, so neither way seals damage.
+    let s = if 2 * ranges.iter().map(|&(s, e)| e - s).sum::<usize>() > ctx.page_size {
+        pagesum::page_sum(pgno, out, SUM_AT)
+    } else {
+        pagesum::patched_sum(pgno, base, out, SUM_AT, ranges)
     };
     debug_assert!(
         !pagesum::verify(pgno, base, SUM_AT) || s == pagesum::page_sum(pgno, out, SUM_AT),
@@ -586,15 +523,16 @@ fn encode_interior_changed(
         }
         None => out[8..12].copy_from_slice(&right.to_be_bytes()),
     }
-    seal_changed(pgno, base, out, (limit, None), ctx, &ranges);
+    seal_changed(pgno, base, out, limit, ctx, &ranges);
     true
 }
 
 /// [`NodeFormat::patch_leaf`] for the slotted formats. Only plain cells
 /// (`cell::Reader::plain_leaf`) are patched: a put over a value of the
 /// same size changes its bytes alone; a new cell goes below the cells
-/// (the page stays packed) with its slot inserted; a removed cell's bytes
-/// are closed up as [`encode_changed`] does. The reserved trailer is
+/// with its slot inserted (when the gap above the slots holds it: holes
+/// are not reused, the full encode packs the page again); a removed cell
+/// becomes a hole as in [`encode_changed`]. The reserved trailer is
 /// cleared, as every encode leaves it.
 #[allow(clippy::too_many_arguments)]
 fn patch_leaf(
@@ -638,7 +576,6 @@ fn patch_leaf(
         Some(((off, vs, end), &base[ks..vs]))
     })?;
     let mut ranges = [(2, 8), (0, 0), (0, 0), (limit, ps)];
-    let mut removed = None;
     let existed = found.is_ok();
     match (patch, found) {
         (LeafPatch::Put(value), Ok((_, (_, vs, end)))) => {
@@ -670,27 +607,21 @@ fn patch_leaf(
             insert_slot(out, (n, content), (i, at), &mut ranges);
         }
         (LeafPatch::Delete { keep }, Ok((i, (off, _, end)))) => {
-            let len = end - off;
-            // Cells packed below the limit, each with its slot.
-            let left = (limit - content - len) + 2 * (n - 1);
+            // The cells left (the cell area less its holes), each with its
+            // slot; holes past the area are damage, for the logical view.
+            let cells = (limit - content).checked_sub(holes(base) + (end - off))?;
             if n < 2
-                || left < keep
+                || cells + 2 * (n - 1) < keep
                 || !intact()
-                || !remove_packed(base, out, (n, content), (i, off, end), &mut ranges)
+                || !remove_hole(base, out, (n, content), (i, off, end), &mut ranges)
             {
                 return None;
             }
-            removed = Some(Removed {
-                n,
-                content,
-                off,
-                end,
-            });
         }
         // Nothing to write; a damaged page is the logical view's to report.
         (LeafPatch::Delete { .. }, Err(_)) => return intact().then_some(Patched::Absent),
     }
-    seal_changed(pgno, base, out, (limit, removed), ctx, &ranges);
+    seal_changed(pgno, base, out, limit, ctx, &ranges);
     Some(Patched::Written { existed })
 }
 
@@ -876,6 +807,121 @@ mod tests {
         };
         f.encode(3, &int, None, &ectx, &mut page).unwrap();
         assert_eq!(f.decode(3, &page, &dctx).unwrap(), int);
+    }
+
+    /// S1: the cell area of leaf `page` is its cells and its holes, the
+    /// holes and the gap above the slots zero, the identity `remove_hole`
+    /// and the delete's underflow bound rely on.
+    fn holes_account(page: &[u8], limit: usize) {
+        let n = be_u16(page, 2);
+        let content = be_u32(page, 4) as usize;
+        let mut covered = vec![false; page.len()];
+        let mut cells = 0;
+        for i in 0..n {
+            let off = be_u16(page, HEADER + 2 * i);
+            let mut r = Reader::new(page, off, limit, 9);
+            r.leaf(i, usize::MAX).expect("a cell");
+            covered[off..r.pos].iter_mut().for_each(|c| *c = true);
+            cells += r.pos - off;
+        }
+        assert_eq!(
+            cells + holes(page),
+            limit - content,
+            "cells and holes fill the area"
+        );
+        assert!((HEADER + 2 * n..limit).all(|b| covered[b] || page[b] == 0));
+    }
+
+    #[test]
+    fn removed_cells_leave_zeroed_holes_that_the_header_counts() {
+        let (ps, pgno) = (1024, 9);
+        let ctx = EncodeCtx::new(ps, 1, true);
+        let dctx = DecodeCtx {
+            page_size: ps,
+            committed_tid: 1,
+            checksums: true,
+            order: &crate::base::BYTEWISE,
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let mut model = std::collections::BTreeMap::<Vec<u8>, Vec<u8>>::new();
+        let node = |m: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>| {
+            Node::Leaf(
+                m.iter()
+                    .map(|(k, v)| LeafCell {
+                        key: k[..].into(),
+                        value: Value::Inline(v[..].into()),
+                    })
+                    .collect(),
+            )
+        };
+        let mut page = vec![0u8; ps];
+        SlottedFormat
+            .encode(pgno, &node(&model), None, &ctx, &mut page)
+            .unwrap();
+        let (mut holed, mut out) = (0, vec![0u8; ps]);
+        for step in 0..4000 {
+            let key = (rnd(48) as u32).to_be_bytes().to_vec();
+            let value = vec![step as u8; 4 + rnd(36) as usize];
+            let mut next = model.clone();
+            let patch = if rnd(5) < 2 {
+                next.insert(key.clone(), value.clone());
+                LeafPatch::Put(&value)
+            } else {
+                next.remove(&key);
+                LeafPatch::Delete {
+                    keep: rnd(2) as usize * 300,
+                }
+            };
+            // The node path for a removal, else the byte patch.
+            let removed_at = model.keys().position(|k| *k == key);
+            let done = match (patch, removed_at) {
+                (LeafPatch::Delete { .. }, Some(i)) if step % 3 == 0 => SlottedFormat
+                    .encode_changed(
+                        pgno,
+                        &node(&next),
+                        &page,
+                        LeafChange::Removed(i),
+                        &ctx,
+                        &mut out,
+                    )
+                    .unwrap()
+                    .then_some(Patched::Written { existed: true }),
+                _ => SlottedFormat
+                    .patch_leaf(
+                        pgno,
+                        &page,
+                        &key,
+                        patch,
+                        &crate::base::BYTEWISE,
+                        &ctx,
+                        &mut out,
+                    )
+                    .unwrap(),
+            };
+            match done {
+                Some(Patched::Written { .. }) => std::mem::swap(&mut page, &mut out),
+                Some(Patched::Absent) => assert!(!model.contains_key(&key)),
+                // Declined: the logical view's full encode, if it fits.
+                None if SlottedFormat.fits(&node(&next), None, &ctx) => SlottedFormat
+                    .encode(pgno, &node(&next), None, &ctx, &mut page)
+                    .unwrap(),
+                None => continue,
+            }
+            model = next;
+            holed += usize::from(holes(&page) > 0);
+            assert_eq!(
+                SlottedFormat.decode(pgno, &page, &dctx).unwrap(),
+                node(&model)
+            );
+            holes_account(&page, ps);
+        }
+        assert!(holed > 500, "deletes left holes in {holed} steps");
     }
 
     #[test]
