@@ -158,3 +158,46 @@ fn patched_in_place(page_size: usize) {
         db.close().unwrap();
     }
 }
+
+/// A file written by `off` without metadata embedding, whose leaves' cells
+/// reach the page's last bytes, then patched with it: the format with the
+/// embedding clears a 16-byte trailer at the end of every page it writes,
+/// so it must not patch a page whose cells lie there (it encodes the page
+/// in full instead), or the cell there is destroyed.
+#[test]
+fn off_switched_to_embedding_does_not_patch_over_a_cell_in_the_trailer() {
+    let vfs = MemVfs::new();
+    let path = Path::new("/switch.db");
+    let opts = |embed: &str| {
+        let mut o = Options {
+            journal_mode: JournalMode::Off,
+            page_size: 512,
+            vfs: Some(Arc::new(vfs.clone())),
+            ..Options::default()
+        };
+        o.set("embed", embed).unwrap();
+        o
+    };
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open(path, opts("0")).unwrap();
+        db.create_table("t").unwrap();
+        let mut w = db.begin_write().unwrap();
+        for i in 0..20u32 {
+            let k = format!("k{i:02}").into_bytes();
+            w.put("t", &k, b"v").unwrap();
+            model.insert(k, b"v".to_vec());
+        }
+        w.commit().unwrap();
+        db.close().unwrap();
+    }
+    let db = Db::open(path, opts("1")).unwrap();
+    for k in [&b"k15x"[..], b"k03y", b"k19z"] {
+        db.put("t", k, b"w").unwrap();
+        model.insert(k.to_vec(), b"w".to_vec());
+    }
+    db.delete("t", b"k07").unwrap();
+    model.remove(&b"k07"[..]);
+    check_model(&db, &model, JournalMode::Off);
+    db.check().unwrap();
+}

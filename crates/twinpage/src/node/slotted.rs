@@ -168,7 +168,9 @@ fn decode(
     if kind == LEAF {
         // S1: the area holds the cells and the counted holes, and, on a
         // page of the format with a trailer, the trailer.
-        let rest = (page.len() - content).checked_sub(cell_bytes + be_u32(page, 8) as usize);
+        let rest = (be_u32(page, 8) as usize)
+            .checked_add(cell_bytes)
+            .and_then(|used| (page.len() - content).checked_sub(used));
         if !matches!(rest, Some(0 | META_TRAILER)) {
             return Err(corrupt(format!(
                 "cell area of {} bytes holds {cell_bytes} bytes of cells and {} of holes",
@@ -408,7 +410,34 @@ fn patchable(
     let n = be_u16(base, 2);
     let content = be_u32(base, 4) as usize;
     let limit = ps - reserve;
-    (content <= limit && HEADER + 2 * n <= content).then_some((n, content, limit))
+    (content <= limit && HEADER + 2 * n <= content && cells_end_by(base, (n, content, limit), kind))
+        .then_some((n, content, limit))
+}
+
+/// Whether the cells of `base` (a page of type `kind` with `n` cells from
+/// `content`) all end by `limit`. A page this format wrote always does;
+/// one written by the variant without the trailer (a file may switch
+/// between the two) may have a cell in the bytes a patch clears, and is
+/// encoded in full instead. The cell that ends last starts last.
+fn cells_end_by(base: &[u8], (n, content, limit): (usize, usize, usize), kind: u8) -> bool {
+    if limit == base.len() || n == 0 {
+        return true;
+    }
+    let top = (0..n)
+        .map(|j| be_u16(base, HEADER + 2 * j))
+        .max()
+        .unwrap_or(content);
+    if top < content || top >= limit {
+        return false;
+    }
+    let max_key = SlottedFormat.max_key_len(base.len());
+    let mut r = Reader::new(base, top, base.len(), 0);
+    let parsed = if kind == LEAF {
+        r.leaf_key(0, max_key).is_ok()
+    } else {
+        r.interior_key(0, max_key).is_ok()
+    };
+    parsed && r.pos <= limit
 }
 
 /// The end of a patch of `base` into `out`: the reserved trailer (from
@@ -562,7 +591,8 @@ fn patch_leaf(
     let n = be_u16(base, 2);
     let content = be_u32(base, 4) as usize;
     let limit = ps - reserve;
-    if HEADER + 2 * n > content || content > limit {
+    if HEADER + 2 * n > content || content > limit || !cells_end_by(base, (n, content, limit), LEAF)
+    {
         return None;
     }
     let max_key = SlottedFormat.max_key_len(ps);
