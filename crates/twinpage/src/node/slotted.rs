@@ -804,17 +804,22 @@ mod tests {
     use super::*;
     use crate::node::Value;
 
+    /// Decoding with checksums, bytewise order, committed TID 1.
+    fn dctx(page_size: usize) -> DecodeCtx<'static> {
+        DecodeCtx {
+            page_size,
+            committed_tid: 1,
+            checksums: true,
+            order: &crate::base::BYTEWISE,
+        }
+    }
+
     #[test]
     fn roundtrip_leaf_and_interior() {
         let f = SlottedFormat;
         let ps = 512;
         let ectx = EncodeCtx::new(ps, 1, true);
-        let dctx = DecodeCtx {
-            page_size: ps,
-            committed_tid: 1,
-            checksums: true,
-            order: &crate::base::BYTEWISE,
-        };
+        let dctx = dctx(ps);
         let leaf = Node::Leaf(vec![
             LeafCell {
                 key: b"a".into(),
@@ -866,12 +871,7 @@ mod tests {
     fn removed_cells_leave_zeroed_holes_that_the_header_counts() {
         let (ps, pgno) = (1024, 9);
         let ctx = EncodeCtx::new(ps, 1, true);
-        let dctx = DecodeCtx {
-            page_size: ps,
-            committed_tid: 1,
-            checksums: true,
-            order: &crate::base::BYTEWISE,
-        };
+        let dctx = dctx(ps);
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut rnd = |m: u64| {
             seed ^= seed << 13;
@@ -957,12 +957,7 @@ mod tests {
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         let f = SlottedFormat;
-        let dctx = DecodeCtx {
-            page_size: 512,
-            committed_tid: 1,
-            checksums: true,
-            order: &crate::base::BYTEWISE,
-        };
+        let dctx = dctx(512);
         let mut rng = 0x1234_5678u64;
         for _ in 0..2000 {
             let mut page = vec![0u8; 512];
