@@ -222,6 +222,10 @@ impl VfsFile for MemFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        // As pwrite: writing nothing does not extend the file.
+        if buf.is_empty() {
+            return Ok(());
+        }
         let mut data = self.inode.data.lock();
         let end = offset as usize + buf.len();
         if data.len() < end {
@@ -232,9 +236,13 @@ impl VfsFile for MemFile {
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
+        let len = bufs.iter().map(|b| b.len()).sum::<usize>();
+        if len == 0 {
+            return Ok(());
+        }
         let mut data = self.inode.data.lock();
         let mut at = offset as usize;
-        let end = at + bufs.iter().map(|b| b.len()).sum::<usize>();
+        let end = at + len;
         if data.len() < end {
             data.resize(end, 0);
         }
