@@ -295,12 +295,11 @@ impl RollbackJournal {
             return Ok(None);
         }
         let file = st.file.clone().expect("journal opened above");
-        let mut at = offset;
+        let (mut at, mut head, mut rest) = (offset, head, recs);
         let mut parts: [&[u8]; 1 + 3 * PER_WRITE] = [&[]; 1 + 3 * PER_WRITE];
-        parts[0] = head;
-        let mut chunks = recs.chunks(PER_WRITE);
-        let mut chunk = chunks.next().unwrap_or(&[]);
         loop {
+            let (chunk, more) = rest.split_at(rest.len().min(PER_WRITE));
+            parts[0] = head;
             let mut n = 1;
             for (orig, pgno, crc) in chunk {
                 parts[n..n + 3].copy_from_slice(&[&pgno[..], &orig[..], &crc[..]]);
@@ -308,10 +307,9 @@ impl RollbackJournal {
             }
             file.write_vectored_at(&parts[..n], at)?;
             at += parts[..n].iter().map(|b| b.len() as u64).sum::<u64>();
-            parts[0] = &[];
-            match chunks.next() {
-                Some(c) => chunk = c,
-                None => return Ok(Some(file)),
+            (head, rest) = (&[], more);
+            if rest.is_empty() {
+                return Ok(Some(file));
             }
         }
     }

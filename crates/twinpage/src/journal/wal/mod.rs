@@ -131,7 +131,9 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Largest single write of frames (and of pre-allocation zeros).
+/// Largest single write of a group commit's frames (the leader writes its
+/// followers' from one buffer), of pre-allocation zeros and of checkpoint
+/// runs, and the read batch of recovery's scan.
 const WRITE_CHUNK: usize = 1 << 20;
 /// Frames per vectored write of [`WalJournal::write_frames`] (two
 /// buffers each: 64 iovecs, 128 KiB of 4 KiB pages).
