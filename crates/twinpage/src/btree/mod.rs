@@ -377,7 +377,8 @@ struct Placed {
     /// ([`split_node`]) only if they cannot take them.
     overflow: Option<Overflow>,
     /// The leaf was patched where it stands and stays above the underflow
-    /// bound ([`PageWrite::patch_leaf`]): the parent has nothing to check.
+    /// bound ([`PageWrite::patch_leaf`]), or the interior node did not
+    /// change: the parent has nothing to check.
     settled: bool,
 }
 
@@ -1073,8 +1074,11 @@ fn modify<P: PageWrite + ?Sized>(
                 && underflows(p, cells, *right, idx, cfg, order)?.is_some();
             if !moved && !may_rebalance {
                 // The child changed in place: this node stays as it is
-                // (no copy of its cells on the common path).
-                return Ok((existed, Placed::at(pgno)));
+                // (no copy of its cells on the common path), and so does
+                // its fill: the parent has no underflow to check.
+                let mut placed = Placed::at(pgno);
+                placed.settled = true;
+                return Ok((existed, placed));
             }
             let (mut cells, mut right) = (cells.clone(), *right);
             let appended = idx == cells.len();

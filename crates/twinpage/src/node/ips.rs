@@ -452,6 +452,9 @@ struct Scratch {
     /// A node cell's key identity when it is not the key
     /// (`cell::key_ident`).
     ident: Vec<u8>,
+    /// Set by [`IpsFormat::patch_record`] when it declined a new key for
+    /// want of room that the layout could not find either.
+    no_room: bool,
 }
 
 thread_local! {
@@ -615,12 +618,15 @@ impl IpsFormat {
         let b = Self::base_version(at, base, tid)?;
         let max_key = self.max_key_len(ps);
         sc.slots.resize(n, usize::MAX);
-        let hint = hint.filter(|_| !verify_base && matches!(node, Node::Leaf(_)));
+        let hint = hint.filter(|_| !verify_base);
+        let leaf = matches!(node, Node::Leaf(_));
         let paired = match hint {
-            Some(ch) => Self::pair_changed(at, node, base, &b, ch, max_key, sc)?,
+            Some(ch) if leaf => Self::pair_changed(at, node, base, &b, ch, max_key, sc)?,
+            Some(ch) => Self::pair_interior(at, node, base, &b, ch, max_key, sc)?,
             None => false,
         };
         if !paired {
+            let hint = hint.filter(|_| leaf);
             self.pair_all(at, verify_base, node, base, &b, hint, max_key, sc)?;
         }
         // Deleted and replaced records get their tombstones.
@@ -735,6 +741,78 @@ impl IpsFormat {
                 sc.spans.iter().any(|s| base[s.2..s.3] == *key)
             }),
             "page {at}: the hint's node has a key the base version lacks"
+        );
+        Ok(true)
+    }
+
+    /// The pager's hint for an interior node over a base verified since
+    /// it was read: one child moved, or split ([`LeafChange::Child`],
+    /// [`LeafChange::Split`]). Every record stays but the one whose child
+    /// moved, found by its key in a scan of the records in slot order: no
+    /// sort and no comparison of the other cells, which a split of a
+    /// child under a node of hundreds of cells would otherwise pay. Fills
+    /// `spans` (slot order), `kept`, `new` and the new cells' lengths;
+    /// false when the hint does not apply (the caller pairs every cell).
+    fn pair_interior(
+        at: Pgno,
+        node: &Node,
+        base: &[u8],
+        b: &Version,
+        ch: LeafChange,
+        max_key: usize,
+        sc: &mut Scratch,
+    ) -> Result<bool> {
+        let n = node.len();
+        // The split's new cell, and the cell whose child moved (none when
+        // it is the right child, which the header holds).
+        let (fresh, moved) = match ch {
+            LeafChange::Child(i) => (None, i),
+            LeafChange::Split(i) => (Some(i), i + 1),
+            _ => return Ok(false),
+        };
+        if b.kind != INTERIOR
+            || !matches!(node, Node::Interior { .. })
+            || !ch.fits_interior(n, b.live)
+        {
+            return Ok(false);
+        }
+        parse(at, base, b, max_key, &BYTEWISE, &mut sc.spans, Parse::Slots)?;
+        let gone = match moved < n {
+            true => {
+                let key = cell::key_ident(cell_key(node, moved), &mut sc.ident);
+                match sc.spans.iter().position(|s| base[s.2..s.3] == *key) {
+                    Some(j) => Some(j),
+                    None => return Ok(false),
+                }
+            }
+            false => None,
+        };
+        sc.kept.clear();
+        sc.kept.resize(sc.spans.len(), true);
+        sc.lens.clear();
+        sc.lens.resize(n, 0);
+        // `new` in node order: the split's cell comes before the moved one.
+        for i in fresh.into_iter().chain(gone.map(|_| moved)) {
+            sc.lens[i] = cell_len(node, i);
+            sc.new.push(i);
+        }
+        if let Some(j) = gone {
+            sc.kept[j] = false;
+        }
+        debug_assert!(
+            (0..n)
+                .filter(|&i| Some(i) != fresh && !(gone.is_some() && i == moved))
+                .all(|i| {
+                    let mut id = Vec::new();
+                    let key = cell::key_ident(cell_key(node, i), &mut id);
+                    let len = cell_len(node, i);
+                    sc.spans.iter().zip(&sc.kept).any(|(s, &k)| {
+                        k && base[s.2..s.3] == *key
+                            && s.1 == len
+                            && cell::node_cell_matches(node, i, base, (s.0, s.1), &mut Vec::new())
+                    })
+                }),
+            "page {at}: the hint's interior node has a cell the base version lacks"
         );
         Ok(true)
     }
@@ -894,6 +972,7 @@ impl IpsFormat {
         sc: &mut Scratch,
     ) -> Option<Patched> {
         let ps = ctx.page_size;
+        sc.no_room = false;
         if base.len() != ps || out.len() != ps || ps < 512 {
             return None;
         }
@@ -986,7 +1065,12 @@ impl IpsFormat {
                     &mut sc.runs,
                     &mut sc.holes,
                 );
-                let gap = sc.holes.iter().rev().find(|g| g.1 - g.0 >= len)?;
+                let Some(gap) = sc.holes.iter().rev().find(|g| g.1 - g.0 >= len) else {
+                    // The layout's in-page garbage collection places a new
+                    // record exactly so: it would not fit there either.
+                    sc.no_room = found.is_none();
+                    return None;
+                };
                 Some((slot, gap.1 - len))
             }
         };
@@ -1193,6 +1277,12 @@ impl IpsFormat {
                     .is_some()
                 {
                     return Ok(true);
+                }
+                if sc.no_room {
+                    // A new key with no room even after the in-page garbage
+                    // collection: the tree splits the node (no layout of
+                    // every record to find that out again).
+                    return Ok(false);
                 }
             }
         }
