@@ -171,6 +171,14 @@ pub trait PageWrite: PageRead {
         let _ = (pgno, key, patch, order);
         Ok(LeafPatched::Declined(None))
     }
+    /// Whether page `pgno` holds the committed version [`PageRead::node`]
+    /// gave for it, unwritten by this transaction, with no other writer
+    /// able to change it first: a node equal to that one may then be left
+    /// where it is instead of put again. The default says no.
+    fn unwritten(&self, pgno: Pgno) -> bool {
+        let _ = pgno;
+        false
+    }
     /// Whether `node` fits on a page this transaction allocates.
     fn fits_fresh(&self, node: &Node) -> bool {
         let ctx = EncodeCtx::new(self.page_size(), 0, false);

@@ -80,3 +80,47 @@ fn spreading_fills_pages_better_than_splitting() {
         "sibling redistribution should need fewer tree pages: {spread_pages} vs {split_pages}"
     );
 }
+
+/// An append that splits a leaf no transaction has written since it
+/// committed leaves that leaf as it stands: only the new right leaf, the
+/// parent and the header are written (SQLite's `balance_quick`). In `off`
+/// every page is one write, so a commit whose leaf split (the page count
+/// grew by one) writes three pages, where it wrote four while the left
+/// half was put again. Every mode keeps the model and passes the check.
+#[test]
+fn an_append_split_leaves_the_committed_left_leaf_unwritten() {
+    for mode in [
+        JournalMode::Off,
+        JournalMode::Wal,
+        JournalMode::Persist,
+        JournalMode::Shadow,
+        JournalMode::DhlCc,
+        JournalMode::Ips,
+    ] {
+        let vfs = MemVfs::new();
+        let path = Path::new("/append.db");
+        let db = open(path, mem_opts(&vfs, mode, 512));
+        db.create_table("t").unwrap();
+        let mut model = BTreeMap::new();
+        let mut split_commits = 0;
+        for i in 0u64..600 {
+            let before = (db.stats().page_count, db.stats().io.write_calls);
+            let (k, v) = (i.to_be_bytes().to_vec(), vec![i as u8; 20]);
+            db.put("t", &k, &v).unwrap();
+            model.insert(k, v);
+            let after = (db.stats().page_count, db.stats().io.write_calls);
+            if mode == JournalMode::Off && after.0 == before.0 + 1 {
+                split_commits += 1;
+                assert_eq!(after.1 - before.1, 3, "append {i}: pages written");
+            }
+        }
+        if mode == JournalMode::Off {
+            assert!(split_commits > 20, "{split_commits} leaf splits");
+        }
+        let mut want = Model::new();
+        want.insert("t".into(), model);
+        assert_matches(&db, &want);
+        db.check().unwrap();
+        db.close().unwrap();
+    }
+}

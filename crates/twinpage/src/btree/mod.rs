@@ -507,7 +507,30 @@ fn store<P: PageWrite + ?Sized>(
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
     let rest = p.put_node_if_fits(pgno, node)?;
-    place(p, pgno, rest, appended, pinned, cfg, order)
+    place(p, pgno, rest, Append::from(appended), pinned, cfg, order)
+}
+
+/// Where an overflowing node's new cell went, for [`halves`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Append {
+    /// Anywhere but at the end.
+    No,
+    /// At the end (sequential keys): the left half keeps the rest.
+    Yes,
+    /// At the end of a leaf that is the committed one, unwritten
+    /// ([`PageWrite::unwritten`]): when the left half is every other
+    /// cell, it is that page as it stands, and is not put again (no
+    /// encode, no journal record, no write: SQLite's `balance_quick`).
+    OntoCommitted,
+}
+
+impl From<bool> for Append {
+    fn from(appended: bool) -> Self {
+        match appended {
+            true => Append::Yes,
+            false => Append::No,
+        }
+    }
 }
 
 /// The rest of [`store`] once the pager was asked to put the node at
@@ -517,11 +540,12 @@ fn place<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
     rest: Option<Node>,
-    appended: bool,
+    append: Append,
     pinned: bool,
     cfg: &TreeConfig,
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
+    let appended = append != Append::No;
     let Some(node) = rest else {
         return Ok(Placed::at(pgno));
     };
@@ -546,7 +570,7 @@ fn place<P: PageWrite + ?Sized>(
             settled: false,
         });
     }
-    split_node(p, pgno, node, appended, pinned, cfg, order)
+    split_node(p, pgno, node, append, pinned, cfg, order)
 }
 
 /// The two halves of an overflowing node and the separator between them.
@@ -608,18 +632,27 @@ fn split_node<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
     node: Node,
-    appended: bool,
+    append: Append,
     pinned: bool,
     cfg: &TreeConfig,
     order: &dyn KeyOrder,
 ) -> Result<Placed> {
-    let (left, right_node, sep) = halves(p.format(), node, appended, order);
+    let n = node.len();
+    let (left, right_node, sep) = halves(p.format(), node, append != Append::No, order);
+    // The committed leaf with one cell appended, split just before that
+    // cell: the left half is the page as it stands.
+    let as_committed = append == Append::OntoCommitted
+        && !pinned
+        && cfg.split == SplitPolicy::KeepLeft
+        && left.is_leaf()
+        && left.len() + 1 == n;
     // A leaf split makes a new separator; an interior one moves its
     // middle key (and its chain) up.
     let sep = own_key(p, sep)?;
     let right = p.allocate()?;
     p.put_node(right, right_node)?;
     let first = match cfg.split {
+        SplitPolicy::KeepLeft if as_committed => pgno,
         SplitPolicy::KeepLeft => match p.put_node_if_fits(pgno, left)? {
             None => pgno,
             Some(left) => relocate(p, pgno, left, pinned, cfg)?,
@@ -1058,7 +1091,8 @@ fn modify<P: PageWrite + ?Sized>(
                 let (mut cells, mut right) = (cells.clone(), *right);
                 let appended = idx == cells.len();
                 if let Some(n) = spread(p, &mut cells, right, idx, ov.node, order)? {
-                    let placed = split_node(p, child, n, ov.appended, false, cfg, order)?;
+                    let append = Append::from(ov.appended);
+                    let placed = split_node(p, child, n, append, false, cfg, order)?;
                     absorb(&mut cells, &mut right, idx, placed);
                 }
                 let node = Node::Interior { cells, right };
@@ -1103,7 +1137,8 @@ fn modify<P: PageWrite + ?Sized>(
                 // child takes no more room.
                 let no_larger = !split;
                 let rest = p.put_changed(pgno, node, change, no_larger)?;
-                let placed = place(p, pgno, rest, appended, depth == 0, cfg, order)?;
+                let append = Append::from(appended);
+                let placed = place(p, pgno, rest, append, depth == 0, cfg, order)?;
                 note_in_place(p, pgno, &placed, change);
                 placed
             };
@@ -1135,14 +1170,19 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             let last = i + 1 == cells.len();
             let change = LeafChange::Value(i);
             let rest = p.put_changed(pgno, Node::Leaf(cells), change, no_larger)?;
-            let placed = place(p, pgno, rest, last, depth == 0, cfg, order)?;
+            let placed = place(p, pgno, rest, Append::from(last), depth == 0, cfg, order)?;
             note_in_place(p, pgno, &placed, change);
             Ok((true, placed))
         }
         (Op::Put(v), Err(i)) => {
             let key = own_key(p, key.into())?;
+            let unwritten = p.unwritten(pgno);
             let mut cells = p.leaf_to_modify(pgno, node)?;
-            let appended = i == cells.len();
+            let appended = match (i == cells.len(), unwritten) {
+                (false, _) => Append::No,
+                (true, false) => Append::Yes,
+                (true, true) => Append::OntoCommitted,
+            };
             cells.insert(
                 i,
                 LeafCell {
@@ -1164,7 +1204,7 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             p.discard_value(c.value);
             let change = LeafChange::Removed(i);
             let rest = p.put_changed(pgno, Node::Leaf(cells), change, true)?;
-            let placed = place(p, pgno, rest, false, depth == 0, cfg, order)?;
+            let placed = place(p, pgno, rest, Append::No, depth == 0, cfg, order)?;
             // A merge or redistribution that follows puts the page again
             // (or frees it), which ends the hint.
             note_in_place(p, pgno, &placed, change);

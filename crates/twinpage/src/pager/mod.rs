@@ -2495,6 +2495,14 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         Ok(p)
     }
 
+    fn unwritten(&self, pgno: Pgno) -> bool {
+        let st = &self.st;
+        !self.pager.profile.multi_writer
+            && !st.dirty.contains_key(&pgno)
+            && !st.changed.contains_key(&pgno)
+            && st.committed_is_base(pgno)
+    }
+
     fn fits(&self, pgno: Pgno, node: &Node) -> Result<bool> {
         let base = self.pager.base_image(&self.st, pgno)?;
         Ok(self.pager.format.fits(
