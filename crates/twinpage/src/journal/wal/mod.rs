@@ -972,8 +972,14 @@ impl WalJournal {
                 {
                     n += 1;
                 }
-                buf.resize(n * ps, 0);
-                for (t, page) in pages[i..i + n].iter().zip(buf.chunks_exact_mut(ps)) {
+                // Grown once and kept: every byte of the run is read over,
+                // so the buffer is never cleared (a shrink and a regrow
+                // would zero-fill a chunk per run).
+                if buf.len() < n * ps {
+                    buf.resize(n * ps, 0);
+                }
+                let run = &mut buf[..n * ps];
+                for (t, page) in pages[i..i + n].iter().zip(run.chunks_exact_mut(ps)) {
                     if tracking {
                         self.keep_db_image(db, t.pgno, readers, t.tid)?;
                     }
