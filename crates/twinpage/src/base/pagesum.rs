@@ -38,6 +38,26 @@ pub fn verify(pgno: Pgno, page: &[u8], at: usize) -> bool {
     page.len() >= at + SUM_LEN && stored(page, at) == page_sum(pgno, page, at)
 }
 
+/// crc32c(`prefix` ‖ page number ‖ `page`) of a page whose field at `at`
+/// holds its page checksum ([`page_sum`]), from that checksum and the
+/// bytes up to the end of the field: O(`at`), not O(page). With `A` the
+/// page number and the bytes before the field, `F` the field and `B` the
+/// rest, the stored sum is crc(A ‖ B) and the result crc(prefix ‖ A ‖ F ‖
+/// B); both go on over `B` from registers that differ by the XOR of
+/// crc(A) and crc(prefix ‖ A ‖ F), so they differ by that XOR advanced
+/// over `B` ([`advance`]). The caller vouches that the field matches the
+/// page (a verified image): otherwise the result is the sum of the page
+/// the field describes, not of `page`.
+pub fn prefixed_sum(prefix: &[u8], pgno: Pgno, page: &[u8], at: usize) -> u32 {
+    let n = pgno.to_be_bytes();
+    let c_a = crc32c::crc32c_append(crc32c::crc32c(&n), &page[..at]);
+    let c_pre = crc32c::crc32c_append(
+        crc32c::crc32c_append(crc32c::crc32c(prefix), &n),
+        &page[..at + SUM_LEN],
+    );
+    stored(page, at) ^ advance(c_pre ^ c_a, page.len() - at - SUM_LEN)
+}
+
 /// The checksum of a page after some of its bytes changed, from the old
 /// page's stored checksum and only the changed bytes: O(changed bytes)
 /// instead of O(page).
@@ -373,6 +393,34 @@ mod tests {
                     crc32c::crc32c_append(crc, &zeros[..n]),
                     "{crc:#x} {n}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_prefixed_sum_is_the_sum_of_prefix_page_number_and_page() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for ps in [512usize, 4096, 65_536] {
+            for at in [0usize, 12, 56, 200, ps - 4] {
+                for prefix in [&[][..], &[7u8; 8][..], b"salt-and-more"] {
+                    let mut page = vec![0u8; ps];
+                    for b in page.iter_mut() {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        *b = x as u8;
+                    }
+                    let pgno = (x % 100_000) as Pgno + 2;
+                    seal(pgno, &mut page, at);
+                    let mut msg = prefix.to_vec();
+                    msg.extend_from_slice(&pgno.to_be_bytes());
+                    msg.extend_from_slice(&page);
+                    assert_eq!(
+                        prefixed_sum(prefix, pgno, &page, at),
+                        crc32c::crc32c(&msg),
+                        "ps {ps} at {at} prefix {prefix:?}"
+                    );
+                }
             }
         }
     }

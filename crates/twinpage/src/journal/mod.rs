@@ -106,6 +106,15 @@ pub trait OriginalSource {
     /// The committed image of `pgno` (which is below the committed page
     /// count).
     fn original(&self, pgno: Pgno) -> Result<Arc<[u8]>>;
+    /// Where `image`, the committed image [`OriginalSource::original`]
+    /// returned for `pgno`, holds a page checksum the pager verified
+    /// (or sealed), in [`crate::base::pagesum::page_sum`]'s form: a
+    /// journal may derive a sum over the image from it
+    /// ([`crate::base::pagesum::prefixed_sum`]). `None`: sum the bytes.
+    fn verified_sum_at(&self, pgno: Pgno, image: &Arc<[u8]>) -> Option<usize> {
+        let _ = (pgno, image);
+        None
+    }
 }
 
 /// The pages of a transaction handed to [`Journal::commit`] or

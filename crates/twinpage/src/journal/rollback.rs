@@ -43,6 +43,7 @@
 
 use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
 use crate::base::header::{MODE_FIELDS_AT, MODE_FIELDS_LEN};
+use crate::base::pagesum::{self, SUM_LEN};
 use crate::base::pgmap::{reset_set, PgnoSet};
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
@@ -118,6 +119,10 @@ fn header_crc(h: &[u8], prefix: Option<usize>) -> u32 {
         None => c,
     }
 }
+
+/// A record's checksum is derived from its image's page checksum when the
+/// field lies before this offset (the bytes before it are summed).
+const SUMMED_HEAD: usize = 256;
 
 fn record_crc(salt: u64, pgno: Pgno, image: &[u8]) -> u32 {
     let c = crc32c::crc32c_append(0, &salt.to_be_bytes());
@@ -255,7 +260,20 @@ impl RollbackJournal {
                 continue;
             }
             let orig = set.originals.original(p.pgno)?;
-            let crc = record_crc(st.salt, p.pgno, &orig);
+            let crc = match set.originals.verified_sum_at(p.pgno, &orig) {
+                // The same sum, from the image's own checksum and the bytes
+                // up to it: no pass over the page.
+                Some(at) if at < SUMMED_HEAD && at + SUM_LEN <= orig.len() => {
+                    pagesum::prefixed_sum(&st.salt.to_be_bytes(), p.pgno, &orig, at)
+                }
+                _ => record_crc(st.salt, p.pgno, &orig),
+            };
+            debug_assert_eq!(
+                crc,
+                record_crc(st.salt, p.pgno, &orig),
+                "record of page {}",
+                p.pgno
+            );
             recs.push((orig, p.pgno.to_be_bytes(), crc.to_be_bytes()));
             st.journaled.insert(p.pgno);
             st.records += 1;

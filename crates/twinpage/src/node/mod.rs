@@ -447,6 +447,17 @@ pub trait NodeFormat: Send + Sync {
         0
     }
 
+    /// Where tree page `page` of this format carries its page checksum in
+    /// [`crate::base::pagesum::page_sum`]'s form (seeded with the page
+    /// number, over every other byte), when it does and the field lies in
+    /// its first bytes; `None` otherwise. A journal that sums a verified
+    /// image then sums the bytes up to the field only
+    /// ([`crate::base::pagesum::prefixed_sum`]).
+    fn tree_sum_at(&self, page: &[u8]) -> Option<usize> {
+        let _ = page;
+        None
+    }
+
     /// Bytes at the end of every non-tree page (overflow pages, free-list
     /// trunks) that the format reserves for an envelope of its own, such
     /// as the writer's TID and a checksum. The tree and the free list

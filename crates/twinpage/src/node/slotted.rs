@@ -679,6 +679,11 @@ macro_rules! slotted_impl {
                 "slotted"
             }
 
+            fn tree_sum_at(&self, page: &[u8]) -> Option<usize> {
+                let tree = matches!(page.first(), Some(&LEAF | &INTERIOR));
+                (tree && page.len() >= HEADER).then_some(SUM_AT)
+            }
+
             fn decode(&self, pgno: Pgno, page: &[u8], ctx: &DecodeCtx) -> Result<Node> {
                 // Both variants read each other's pages: accept the longer
                 // keys of the plain format.

@@ -1890,6 +1890,14 @@ impl OriginalSource for Originals<'_> {
         }
         self.pager.committed_raw(pgno, None)
     }
+
+    fn verified_sum_at(&self, pgno: Pgno, image: &Arc<[u8]>) -> Option<usize> {
+        // Verified at load, or sealed by the commit that installed it; a
+        // database without page checksums has none to trust.
+        (self.pager.sums && self.pager.is_verified(pgno, image))
+            .then(|| self.pager.format.tree_sum_at(image))
+            .flatten()
+    }
 }
 
 /// A page image and, when asked for, its decoded node.
