@@ -237,17 +237,12 @@ fn committer(w: &World, who: u8, commits: usize, pages: u32) {
             let tid = prev.fcc + 1;
             let mut header = prev;
             header.fcc = tid;
-            let mut images = vec![PageImage {
-                pgno: 1,
-                data: Arc::from(vec![0xEEu8; PS]),
-            }];
+            let mut images = vec![PageImage::new(1, Arc::from(vec![0xEEu8; PS]))];
             for p in 0..pages {
                 // Every commit writes pages of its own.
                 let pgno = 2 + u32::from(who) * 16 + (c as u32) * 4 + p;
-                images.push(PageImage {
-                    pgno,
-                    data: Arc::from(vec![who.wrapping_mul(31).wrapping_add(c as u8); PS]),
-                });
+                let fill = who.wrapping_mul(31).wrapping_add(c as u8);
+                images.push(PageImage::new(pgno, Arc::from(vec![fill; PS])));
             }
             header.page_count = header.page_count.max(2 + 16 * 4);
             let set = CommitSet {

@@ -111,14 +111,12 @@ fn open(autocheckpoint: u32, step: u32) -> (WalJournal, DbFile) {
 /// it; the pager's install is up to the test's [`Script`].
 fn commit(j: &WalJournal, db: &DbFile, tid: Tid, count: (u32, u32), pages: &[(Pgno, u8)]) {
     let (prev, h) = (header(tid - 1, count.0), header(tid, count.1));
-    let mut images = vec![PageImage {
-        pgno: 1,
-        data: Arc::from(page1(&h)),
-    }];
-    images.extend(pages.iter().map(|&(pgno, b)| PageImage {
-        pgno,
-        data: Arc::from(vec![b; PS]),
-    }));
+    let mut images = vec![PageImage::new(1, Arc::from(page1(&h)))];
+    images.extend(
+        pages
+            .iter()
+            .map(|&(pgno, b)| PageImage::new(pgno, Arc::from(vec![b; PS]))),
+    );
     let nobody = ReaderView {
         installed: tid - 1,
         snapshots: Vec::new(),

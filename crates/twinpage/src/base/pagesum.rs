@@ -38,24 +38,20 @@ pub fn verify(pgno: Pgno, page: &[u8], at: usize) -> bool {
     page.len() >= at + SUM_LEN && stored(page, at) == page_sum(pgno, page, at)
 }
 
-/// crc32c(`prefix` ‖ page number ‖ `page`) of a page whose field at `at`
-/// holds its page checksum ([`page_sum`]), from that checksum and the
-/// bytes up to the end of the field: O(`at`), not O(page). With `A` the
-/// page number and the bytes before the field, `F` the field and `B` the
-/// rest, the stored sum is crc(A ‖ B) and the result crc(prefix ‖ A ‖ F ‖
-/// B); both go on over `B` from registers that differ by the XOR of
-/// crc(A) and crc(prefix ‖ A ‖ F), so they differ by that XOR advanced
-/// over `B` ([`advance`]). The caller vouches that the field matches the
-/// page (a verified image): otherwise the result is the sum of the page
-/// the field describes, not of `page`.
-pub fn prefixed_sum(prefix: &[u8], pgno: Pgno, page: &[u8], at: usize) -> u32 {
-    let n = pgno.to_be_bytes();
-    let c_a = crc32c::crc32c_append(crc32c::crc32c(&n), &page[..at]);
-    let c_pre = crc32c::crc32c_append(
-        crc32c::crc32c_append(crc32c::crc32c(prefix), &n),
-        &page[..at + SUM_LEN],
-    );
-    stored(page, at) ^ advance(c_pre ^ c_a, page.len() - at - SUM_LEN)
+/// `crc32c_append(crc, page)` for page `pgno` whose field at `at` holds
+/// its page checksum ([`page_sum`]), from that checksum and the bytes up
+/// to the end of the field: O(`at`), not O(page). With `A` the page number
+/// and the bytes before the field and `B` the bytes after it, the stored
+/// sum is crc(A ‖ B) and the result goes on over `B` from the register
+/// after `crc` and the bytes up to the field's end; two sums that go on
+/// over the same bytes differ by the XOR of their registers before them,
+/// advanced over them ([`advance`]). The caller vouches that the field
+/// matches the page (an image it verified or sealed): otherwise the
+/// result is that of the page the field describes, not of `page`.
+pub fn append_page(crc: u32, pgno: Pgno, page: &[u8], at: usize) -> u32 {
+    let c_a = crc32c::crc32c_append(crc32c::crc32c(&pgno.to_be_bytes()), &page[..at]);
+    let c_x = crc32c::crc32c_append(crc, &page[..at + SUM_LEN]);
+    stored(page, at) ^ advance(c_x ^ c_a, page.len() - at - SUM_LEN)
 }
 
 /// The checksum of a page after some of its bytes changed, from the old
@@ -398,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn a_prefixed_sum_is_the_sum_of_prefix_page_number_and_page() {
+    fn a_page_appended_from_its_checksum_is_the_page_summed() {
         let mut x = 0x1234_5678_9abc_def0u64;
         for ps in [512usize, 4096, 65_536] {
             for at in [0usize, 12, 56, 200, ps - 4] {
@@ -415,8 +411,9 @@ mod tests {
                     let mut msg = prefix.to_vec();
                     msg.extend_from_slice(&pgno.to_be_bytes());
                     msg.extend_from_slice(&page);
+                    let c = crc32c::crc32c(&msg[..msg.len() - ps]);
                     assert_eq!(
-                        prefixed_sum(prefix, pgno, &page, at),
+                        append_page(c, pgno, &page, at),
                         crc32c::crc32c(&msg),
                         "ps {ps} at {at} prefix {prefix:?}"
                     );

@@ -99,6 +99,22 @@ pub struct PageImage {
     pub pgno: Pgno,
     /// Full page image.
     pub data: Arc<[u8]>,
+    /// Where `data` holds its page checksum, sealed by this process in
+    /// [`crate::base::pagesum::page_sum`]'s form (a tree page it encoded
+    /// or patched): a journal may derive a sum over the image from it
+    /// ([`crate::base::pagesum::append_page`]). `None`: sum the bytes.
+    pub sum_at: Option<usize>,
+}
+
+impl PageImage {
+    /// An image with no checksum to derive sums from.
+    pub fn new(pgno: Pgno, data: Arc<[u8]>) -> Self {
+        PageImage {
+            pgno,
+            data,
+            sum_at: None,
+        }
+    }
 }
 
 /// Where a journal finds the committed image of a page (for undo logs).
@@ -110,7 +126,7 @@ pub trait OriginalSource {
     /// returned for `pgno`, holds a page checksum the pager verified
     /// (or sealed), in [`crate::base::pagesum::page_sum`]'s form: a
     /// journal may derive a sum over the image from it
-    /// ([`crate::base::pagesum::prefixed_sum`]). `None`: sum the bytes.
+    /// ([`crate::base::pagesum::append_page`]). `None`: sum the bytes.
     fn verified_sum_at(&self, pgno: Pgno, image: &Arc<[u8]>) -> Option<usize> {
         let _ = (pgno, image);
         None

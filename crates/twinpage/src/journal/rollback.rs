@@ -125,9 +125,13 @@ fn header_crc(h: &[u8], prefix: Option<usize>) -> u32 {
 const SUMMED_HEAD: usize = 256;
 
 fn record_crc(salt: u64, pgno: Pgno, image: &[u8]) -> u32 {
+    crc32c::crc32c_append(record_head(salt, pgno), image)
+}
+
+/// A record's checksum before its image: crc32c(salt, page number).
+fn record_head(salt: u64, pgno: Pgno) -> u32 {
     let c = crc32c::crc32c_append(0, &salt.to_be_bytes());
-    let c = crc32c::crc32c_append(c, &pgno.to_be_bytes());
-    crc32c::crc32c_append(c, image)
+    crc32c::crc32c_append(c, &pgno.to_be_bytes())
 }
 
 /// A parsed journal header.
@@ -264,7 +268,7 @@ impl RollbackJournal {
                 // The same sum, from the image's own checksum and the bytes
                 // up to it: no pass over the page.
                 Some(at) if at < SUMMED_HEAD && at + SUM_LEN <= orig.len() => {
-                    pagesum::prefixed_sum(&st.salt.to_be_bytes(), p.pgno, &orig, at)
+                    pagesum::append_page(record_head(st.salt, p.pgno), p.pgno, &orig, at)
                 }
                 _ => record_crc(st.salt, p.pgno, &orig),
             };

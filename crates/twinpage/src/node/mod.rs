@@ -452,7 +452,7 @@ pub trait NodeFormat: Send + Sync {
     /// number, over every other byte), when it does and the field lies in
     /// its first bytes; `None` otherwise. A journal that sums a verified
     /// image then sums the bytes up to the field only
-    /// ([`crate::base::pagesum::prefixed_sum`]).
+    /// ([`crate::base::pagesum::append_page`]).
     fn tree_sum_at(&self, page: &[u8]) -> Option<usize> {
         let _ = page;
         None

@@ -1386,9 +1386,13 @@ impl Pager {
         pgnos.sort_unstable();
         let mut pages = Vec::with_capacity(pgnos.len());
         for &p in &pgnos {
+            let d = &st.dirty[&p];
+            let data = self.encode_dirty(st, p, d, tid)?;
+            let sum_at = self.sealed_tree_sum(d, &data);
             pages.push(PageImage {
                 pgno: p,
-                data: self.encode_dirty(st, p, &st.dirty[&p], tid)?,
+                data,
+                sum_at,
             });
         }
         let src = Originals { pager: self };
@@ -1491,7 +1495,7 @@ impl Pager {
             let mut p1 = self.page_buffer();
             let b = unique(&mut p1)?;
             st.header.write_over(&self.committed_raw(1, None)?, b);
-            pages.push(PageImage { pgno: 1, data: p1 });
+            pages.push(PageImage::new(1, p1));
         }
         // One shared zero page for the fillers, allocated only if needed.
         let mut zeros: Option<Arc<[u8]>> = None;
@@ -1499,19 +1503,43 @@ impl Pager {
             // An image encoded at put time is moved out (its node stays), so
             // the journal may finish it in place without a copy.
             let image = st.dirty.get_mut(&p).and_then(Dirty::take_image);
-            let data = match (image, st.dirty.get(&p)) {
-                (Some(img), _) => img,
-                (None, Some(d)) => self.encode_dirty(st, p, d, tid)?,
-                (None, None) => zeros
-                    .get_or_insert_with(|| Arc::from(vec![0u8; self.db.page_size]))
-                    .clone(),
+            let (data, sum_at) = match (image, st.dirty.get(&p)) {
+                (Some(img), Some(d)) => {
+                    let at = self.sealed_tree_sum(d, &img);
+                    (img, at)
+                }
+                (Some(img), None) => (img, None),
+                (None, Some(d)) => {
+                    let img = self.encode_dirty(st, p, d, tid)?;
+                    let at = self.sealed_tree_sum(d, &img);
+                    (img, at)
+                }
+                (None, None) => {
+                    let z = zeros.get_or_insert_with(|| Arc::from(vec![0u8; self.db.page_size]));
+                    (z.clone(), None)
+                }
             };
-            pages.push(PageImage { pgno: p, data });
+            pages.push(PageImage {
+                pgno: p,
+                data,
+                sum_at,
+            });
         }
         st.pgnos = pgnos;
         self.journal
             .prepare_commit(tid, &st.orig_header, &st.header, &mut pages, &free)?;
         Ok((pages, free))
+    }
+
+    /// Where `data`, the image of dirty page `d` this process encoded or
+    /// patched, holds the page checksum it sealed ([`PageImage::sum_at`]):
+    /// tree pages only (a raw page is sealed by its format's envelope),
+    /// and only in a database that carries checksums.
+    fn sealed_tree_sum(&self, d: &Dirty, data: &[u8]) -> Option<usize> {
+        let tree = matches!(d, Dirty::Node(_) | Dirty::Encoded(..) | Dirty::Image(_));
+        (self.sums && tree)
+            .then(|| self.format.tree_sum_at(data))
+            .flatten()
     }
 
     /// Record that the commit of `st` changed its pages (P11): before the

@@ -28,6 +28,8 @@
 //! earlier generation (other salts) or of a rolled-back transaction
 //! (another chain) never validate.
 
+use crate::base::pagesum::{self, SUM_LEN};
+
 /// Magic number at offset 0 of the log header.
 pub const WAL_MAGIC: u32 = 0x7470_5741;
 /// Log format version.
@@ -118,13 +120,28 @@ pub struct FrameHeader {
 impl FrameHeader {
     /// Write the header of a frame into `out[..24]`, chaining the checksum
     /// from `prev` over the header and `page`; returns the new checksum.
-    pub fn encode(&self, prev: u32, page: &[u8], out: &mut [u8]) -> u32 {
+    /// `sum_at`: where `page` holds a page checksum its writer sealed
+    /// ([`crate::journal::PageImage::sum_at`]), from which the chain over
+    /// the page is derived without a pass over it.
+    pub fn encode(&self, prev: u32, page: &[u8], sum_at: Option<usize>, out: &mut [u8]) -> u32 {
         out[0..4].copy_from_slice(&self.pgno.to_be_bytes());
         out[4..8].copy_from_slice(&self.commit_size.to_be_bytes());
         out[8..12].copy_from_slice(&self.salt1.to_be_bytes());
         out[12..16].copy_from_slice(&self.salt2.to_be_bytes());
         out[16..20].copy_from_slice(&self.tid32.to_be_bytes());
-        let c = chain(prev, &out[0..20], page);
+        let c = match sum_at.filter(|&at| at < SUMMED_HEAD && at + SUM_LEN <= page.len()) {
+            Some(at) => {
+                let head = crc32c::crc32c_append(prev, &out[0..20]);
+                pagesum::append_page(head, self.pgno, page, at)
+            }
+            None => chain(prev, &out[0..20], page),
+        };
+        debug_assert_eq!(
+            c,
+            chain(prev, &out[0..20], page),
+            "frame of page {}",
+            self.pgno
+        );
         out[20..24].copy_from_slice(&c.to_be_bytes());
         c
     }
@@ -151,6 +168,10 @@ impl FrameHeader {
         ))
     }
 }
+
+/// A frame's checksum is derived from its page's own checksum when the
+/// field lies before this offset (the bytes before it are summed).
+const SUMMED_HEAD: usize = 256;
 
 fn chain(prev: u32, head: &[u8], page: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c_append(prev, head), page)
@@ -196,12 +217,32 @@ mod tests {
             tid32: 3,
         };
         let mut out = [0u8; 24];
-        let c = f.encode(77, &page, &mut out);
+        let c = f.encode(77, &page, None, &mut out);
         assert_eq!(FrameHeader::decode(&out, 77, &page), Some((f, c)));
         // Another predecessor, another page, or a damaged header fails.
         assert_eq!(FrameHeader::decode(&out, 78, &page), None);
         assert_eq!(FrameHeader::decode(&out, 77, &[4u8; 512]), None);
         out[2] ^= 1;
         assert_eq!(FrameHeader::decode(&out, 77, &page), None);
+    }
+
+    #[test]
+    fn a_frame_summed_from_its_page_checksum_is_the_frame_summed() {
+        for (ps, at) in [(512usize, 12usize), (4096, 12), (4096, 200), (65_536, 0)] {
+            let mut page: Vec<u8> = (0..ps).map(|i| (i * 31 % 251) as u8).collect();
+            let f = FrameHeader {
+                pgno: 9,
+                commit_size: 0,
+                salt1: 4,
+                salt2: 5,
+                tid32: 6,
+            };
+            pagesum::seal(f.pgno, &mut page, at);
+            let (mut a, mut b) = ([0u8; 24], [0u8; 24]);
+            let derived = f.encode(0x1234, &page, Some(at), &mut a);
+            assert_eq!(derived, f.encode(0x1234, &page, None, &mut b), "{ps} {at}");
+            assert_eq!(a, b);
+            assert_eq!(FrameHeader::decode(&a, 0x1234, &page), Some((f, derived)));
+        }
     }
 }

@@ -641,7 +641,12 @@ impl WalJournal {
             };
             let at = buf.len();
             buf.resize(at + FRAME_HEADER_SIZE, 0);
-            chain = fh.encode(chain, &p.data, &mut buf[at..at + FRAME_HEADER_SIZE]);
+            chain = fh.encode(
+                chain,
+                &p.data,
+                p.sum_at,
+                &mut buf[at..at + FRAME_HEADER_SIZE],
+            );
             buf.extend_from_slice(&p.data);
             frames.push((p.pgno, start + i as u64));
         }
@@ -745,7 +750,7 @@ impl WalJournal {
                     salt2: w.hdr.salt2,
                     tid32: tid as u32,
                 };
-                chain = fh.encode(chain, &p.data, &mut heads[j]);
+                chain = fh.encode(chain, &p.data, p.sum_at, &mut heads[j]);
                 out.push((p.pgno, frame));
                 frame += 1;
             }
