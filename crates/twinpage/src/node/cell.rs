@@ -438,6 +438,7 @@ pub(crate) fn key_lt(a: &[u8], b: &[u8]) -> bool {
 /// its key's bytes), `None` when it cannot (not a plain cell, out of the
 /// page), which ends the search with `None`. `Ok((i, t))`: the key is
 /// cell `i`; `Err(i)`: it would go at position `i`.
+#[inline]
 pub(crate) fn search_cells<'p, T>(
     n: usize,
     key: &[u8],

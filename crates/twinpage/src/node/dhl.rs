@@ -1016,6 +1016,10 @@ impl DhlFormat {
             return None;
         }
         let found = found.map(|(j, _)| j);
+        if let (LeafPatch::Delete { keep }, Ok(at), true) = (patch, found, vh.cells_len != 0) {
+            self.delete_at(pgno, base, at, keep, &vh, ctx, out, sc)?;
+            return Some(Patched::Written { existed: true });
+        }
         self.patch_at(pgno, base, key, patch, found, &vh, ctx, out, sc)
     }
 
@@ -1188,10 +1192,6 @@ impl DhlFormat {
         let (ps, n) = (ctx.page_size, vh.n);
         let max_key = self.max_key_len(ps);
         let rows_end = ROWS_AT + ROW_LEN * n;
-        if let (LeafPatch::Delete { keep }, Ok(at), true) = (patch, found, vh.cells_len != 0) {
-            self.delete_at(pgno, base, at, keep, vh, ctx, out, sc)?;
-            return Some(Patched::Written { existed: true });
-        }
         sc.spans.clear();
         for i in 0..n {
             sc.spans.push(plain_cell(
@@ -1333,6 +1333,7 @@ impl DhlFormat {
     /// plain, or fewer than `keep` bytes of cells (with their rows) or no
     /// cell would be left.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     fn delete_at(
         &self,
         pgno: Pgno,
@@ -1400,7 +1401,8 @@ impl DhlFormat {
         let slot = 1 - vh.slot;
         for (j, i) in (0..n).filter(|&i| i != at).enumerate() {
             let (from, to) = (row_at(i, vh.slot), row_at(j, slot));
-            out.copy_within(from..from + 2, to);
+            out[to] = base[from];
+            out[to + 1] = base[from + 1];
         }
         let mut h = SlotHeader {
             slot,
