@@ -296,6 +296,30 @@ fn plain_cell(
     Some((off, end - off, ks, vs))
 }
 
+/// The plain cells `rows` of version `vh` of `page`, in row order, into
+/// `out`; `None` if one is not plain ([`plain_cell`]).
+fn plain_cells_into(
+    pgno: Pgno,
+    page: &[u8],
+    vh: &SlotHeader,
+    rows: std::ops::Range<usize>,
+    max_key: usize,
+    out: &mut Vec<Span>,
+) -> Option<()> {
+    let rows_end = ROWS_AT + ROW_LEN * vh.n;
+    out.clear();
+    for i in rows {
+        out.push(plain_cell(
+            pgno,
+            page,
+            row_at(i, vh.slot),
+            rows_end,
+            max_key,
+        )?);
+    }
+    Some(())
+}
+
 /// The gaps between the offset rows (ending at `rows_end`) and the page
 /// end `ps` that no cell of `spans` (a committed version) covers, into
 /// `free`, ascending.
@@ -1192,16 +1216,7 @@ impl DhlFormat {
         let (ps, n) = (ctx.page_size, vh.n);
         let max_key = self.max_key_len(ps);
         let rows_end = ROWS_AT + ROW_LEN * n;
-        sc.spans.clear();
-        for i in 0..n {
-            sc.spans.push(plain_cell(
-                pgno,
-                base,
-                row_at(i, vh.slot),
-                rows_end,
-                max_key,
-            )?);
-        }
+        plain_cells_into(pgno, base, vh, 0..n, max_key, &mut sc.spans)?;
         let (value, j) = match (patch, found) {
             (LeafPatch::Put(value), Ok(j)) => (value, j),
             (_, found) => {
@@ -1360,16 +1375,7 @@ impl DhlFormat {
         // The shorter side's cells, in row order.
         let head = at <= n - 1 - at;
         let side = if head { 0..at } else { at + 1..n };
-        sc.spans.clear();
-        for i in side {
-            sc.spans.push(plain_cell(
-                pgno,
-                base,
-                row_at(i, vh.slot),
-                rows_end,
-                max_key,
-            )?);
-        }
+        plain_cells_into(pgno, base, vh, side, max_key, &mut sc.spans)?;
         let side_len: usize = sc.spans.iter().map(pair).sum();
         // The message is H ‖ A ‖ D ‖ B before and H' ‖ A ‖ B after.
         let (a_len, b_len) = if head {
