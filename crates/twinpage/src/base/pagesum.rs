@@ -54,6 +54,20 @@ pub fn append_page(crc: u32, pgno: Pgno, page: &[u8], at: usize) -> u32 {
     stored(page, at) ^ advance(c_x ^ c_a, page.len() - at - SUM_LEN)
 }
 
+/// A derived sum ([`append_page`]) sums the bytes before the field: past
+/// this offset the whole page is summed instead.
+const DERIVED_HEAD: usize = 256;
+
+/// `crc32c_append(crc, page)` for page `pgno`: derived from its page
+/// checksum ([`append_page`]) when `sum_at` says where one lies that the
+/// caller vouches for, in the page's first bytes; else summed.
+pub fn append_image(crc: u32, pgno: Pgno, page: &[u8], sum_at: Option<usize>) -> u32 {
+    match sum_at.filter(|&at| at < DERIVED_HEAD && at + SUM_LEN <= page.len()) {
+        Some(at) => append_page(crc, pgno, page, at),
+        None => crc32c::crc32c_append(crc, page),
+    }
+}
+
 /// The checksum of a page after some of its bytes changed, from the old
 /// page's stored checksum and only the changed bytes: O(changed bytes)
 /// instead of O(page).

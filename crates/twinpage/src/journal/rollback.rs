@@ -43,7 +43,7 @@
 
 use super::{CommitSet, Journal, JournalMode, RecoverCtx, Recovery, TestFaults};
 use crate::base::header::{MODE_FIELDS_AT, MODE_FIELDS_LEN};
-use crate::base::pagesum::{self, SUM_LEN};
+use crate::base::pagesum;
 use crate::base::pgmap::{reset_set, PgnoSet};
 use crate::base::Synchronous;
 use crate::base::{Error, Pgno, Result};
@@ -119,10 +119,6 @@ fn header_crc(h: &[u8], prefix: Option<usize>) -> u32 {
         None => c,
     }
 }
-
-/// A record's checksum is derived from its image's page checksum when the
-/// field lies before this offset (the bytes before it are summed).
-const SUMMED_HEAD: usize = 256;
 
 fn record_crc(salt: u64, pgno: Pgno, image: &[u8]) -> u32 {
     crc32c::crc32c_append(record_head(salt, pgno), image)
@@ -264,14 +260,10 @@ impl RollbackJournal {
                 continue;
             }
             let orig = set.originals.original(p.pgno)?;
-            let crc = match set.originals.verified_sum_at(p.pgno, &orig) {
-                // The same sum, from the image's own checksum and the bytes
-                // up to it: no pass over the page.
-                Some(at) if at < SUMMED_HEAD && at + SUM_LEN <= orig.len() => {
-                    pagesum::append_page(record_head(st.salt, p.pgno), p.pgno, &orig, at)
-                }
-                _ => record_crc(st.salt, p.pgno, &orig),
-            };
+            // From the image's own checksum where the pager vouches for it:
+            // no pass over the page (ARCHITECTURE.md C6).
+            let at = set.originals.verified_sum_at(p.pgno, &orig);
+            let crc = pagesum::append_image(record_head(st.salt, p.pgno), p.pgno, &orig, at);
             debug_assert_eq!(
                 crc,
                 record_crc(st.salt, p.pgno, &orig),

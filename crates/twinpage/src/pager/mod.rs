@@ -2448,11 +2448,7 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         // transaction has not written the page before and the committed
         // state cannot have moved past the version the tree read (one
         // writer at a time).
-        let st = &self.st;
-        let first_change = !self.pager.profile.multi_writer
-            && !st.dirty.contains_key(&pgno)
-            && !st.changed.contains_key(&pgno)
-            && st.committed_is_base(pgno);
+        let first_change = self.unwritten(pgno);
         if !self.pager.format.needs_base() {
             if no_larger {
                 // The page held the larger node: no size sum.

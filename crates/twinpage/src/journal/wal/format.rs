@@ -28,7 +28,7 @@
 //! earlier generation (other salts) or of a rolled-back transaction
 //! (another chain) never validate.
 
-use crate::base::pagesum::{self, SUM_LEN};
+use crate::base::pagesum;
 
 /// Magic number at offset 0 of the log header.
 pub const WAL_MAGIC: u32 = 0x7470_5741;
@@ -129,13 +129,8 @@ impl FrameHeader {
         out[8..12].copy_from_slice(&self.salt1.to_be_bytes());
         out[12..16].copy_from_slice(&self.salt2.to_be_bytes());
         out[16..20].copy_from_slice(&self.tid32.to_be_bytes());
-        let c = match sum_at.filter(|&at| at < SUMMED_HEAD && at + SUM_LEN <= page.len()) {
-            Some(at) => {
-                let head = crc32c::crc32c_append(prev, &out[0..20]);
-                pagesum::append_page(head, self.pgno, page, at)
-            }
-            None => chain(prev, &out[0..20], page),
-        };
+        let head = crc32c::crc32c_append(prev, &out[0..20]);
+        let c = pagesum::append_image(head, self.pgno, page, sum_at);
         debug_assert_eq!(
             c,
             chain(prev, &out[0..20], page),
@@ -168,10 +163,6 @@ impl FrameHeader {
         ))
     }
 }
-
-/// A frame's checksum is derived from its page's own checksum when the
-/// field lies before this offset (the bytes before it are summed).
-const SUMMED_HEAD: usize = 256;
 
 fn chain(prev: u32, head: &[u8], page: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c_append(prev, head), page)
