@@ -1176,13 +1176,14 @@ fn modify_leaf<P: PageWrite + ?Sized>(
         }
         (Op::Put(v), Err(i)) => {
             let key = own_key(p, key.into())?;
-            let unwritten = p.unwritten(pgno);
-            let mut cells = p.leaf_to_modify(pgno, node)?;
-            let appended = match (i == cells.len(), unwritten) {
-                (false, _) => Append::No,
-                (true, false) => Append::Yes,
-                (true, true) => Append::OntoCommitted,
+            // Asked before the cells are handed over, and only for an
+            // append (the one case that can leave the page unwritten).
+            let appended = match i == node.len() {
+                false => Append::No,
+                true if p.unwritten(pgno) => Append::OntoCommitted,
+                true => Append::Yes,
             };
+            let mut cells = p.leaf_to_modify(pgno, node)?;
             cells.insert(
                 i,
                 LeafCell {
