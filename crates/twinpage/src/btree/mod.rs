@@ -641,11 +641,15 @@ fn split_node<P: PageWrite + ?Sized>(
     let (left, right_node, sep) = halves(p.format(), node, append != Append::No, order);
     // The committed leaf with one cell appended, split just before that
     // cell: the left half is the page as it stands.
-    let as_committed = append == Append::OntoCommitted
+    let onto_committed = append == Append::OntoCommitted
         && !pinned
         && cfg.split == SplitPolicy::KeepLeft
-        && left.is_leaf()
-        && left.len() + 1 == n;
+        && left.is_leaf();
+    let as_committed = onto_committed && left.len() + 1 == n;
+    // Split one cell earlier (a format's append slack of one): the left
+    // half is the committed leaf less its last cell, a change the pager
+    // can patch into the page instead of encoding every cell again.
+    let less_last = onto_committed && left.len() + 2 == n;
     // A leaf split makes a new separator; an interior one moves its
     // middle key (and its chain) up.
     let sep = own_key(p, sep)?;
@@ -653,10 +657,19 @@ fn split_node<P: PageWrite + ?Sized>(
     p.put_node(right, right_node)?;
     let first = match cfg.split {
         SplitPolicy::KeepLeft if as_committed => pgno,
-        SplitPolicy::KeepLeft => match p.put_node_if_fits(pgno, left)? {
-            None => pgno,
-            Some(left) => relocate(p, pgno, left, pinned, cfg)?,
-        },
+        SplitPolicy::KeepLeft => {
+            let rest = match less_last {
+                true => {
+                    let last = LeafChange::Removed(left.len());
+                    p.put_changed(pgno, left, last, true)?
+                }
+                false => p.put_node_if_fits(pgno, left)?,
+            };
+            match rest {
+                None => pgno,
+                Some(left) => relocate(p, pgno, left, pinned, cfg)?,
+            }
+        }
         SplitPolicy::CopyBoth => relocate(p, pgno, left, pinned, cfg)?,
     };
     Ok(Placed {

@@ -1080,6 +1080,11 @@ impl DhlFormat {
         let (key, patch, found) = match ch {
             LeafChange::Value(i) => put(i).map(|(k, p)| (k, p, Ok(i)))?,
             LeafChange::Inserted(i) => put(i).map(|(k, p)| (k, p, Err(i)))?,
+            LeafChange::Removed(i) if vh.cells_len != 0 => {
+                // Only the removed cell and the shorter side of it are read.
+                self.delete_at(pgno, base, i, 0, &vh, ctx, out, sc)?;
+                return Some(Patched::Written { existed: true });
+            }
             LeafChange::Removed(i) => (&[][..], LeafPatch::Delete { keep: 0 }, Ok(i)),
             LeafChange::Child(_) | LeafChange::Split(_) => return None,
         };
