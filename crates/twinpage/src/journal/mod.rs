@@ -396,6 +396,14 @@ pub trait Journal: Send + Sync {
         self.mode().node_format()
     }
 
+    /// Whether commits sum the committed images of the pages they
+    /// overwrite ([`OriginalSource::verified_sum_at`]: a rollback
+    /// journal's records). The pager then notes which of those images it
+    /// verified along the way; for any other journal that would be wasted.
+    fn sums_originals(&self) -> bool {
+        false
+    }
+
     /// Whether a commit from `prev` to `header` writes the pager's image
     /// of page 1 (the new header over the committed page 1). A journal
     /// that writes page 1 from state of its own (DHL's commit mark and

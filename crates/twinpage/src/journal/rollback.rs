@@ -211,7 +211,9 @@ impl RollbackJournal {
         let mut created = false;
         if st.file.is_none() {
             let path = self.journal_path(&db.path);
-            created = !db.vfs.exists(path)?;
+            // Whether the open creates the journal decides only a
+            // directory sync: without syncs, no stat call to find out.
+            created = self.syncs() && !db.vfs.exists(path)?;
             st.file = Some(db.vfs.open(path, OpenFlags::CREATE)?);
         }
         if first {
@@ -409,6 +411,10 @@ impl RollbackJournal {
 }
 
 impl Journal for RollbackJournal {
+    fn sums_originals(&self) -> bool {
+        true
+    }
+
     fn mode(&self) -> JournalMode {
         match self.kind {
             RollbackKind::Delete => JournalMode::Delete,

@@ -27,8 +27,9 @@ pub struct CachedPage {
     /// Decoded node, filled on first tree access (and taken out by a
     /// writer about to replace it).
     pub node: Option<Arc<Node>>,
-    /// The image decoded as a tree page once (it was verified) or this
-    /// process encoded it: a one-cell patch may build on it.
+    /// The image decoded as a tree page once (it was verified), a leaf
+    /// patch checked its checksum, or this process encoded it: a one-cell
+    /// patch may build on it, a journal derive its checksum (C6).
     pub verified: bool,
 }
 

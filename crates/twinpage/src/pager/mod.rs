@@ -1284,8 +1284,19 @@ impl Pager {
         Ok(None)
     }
 
+    /// Mark `raw`, if it is still the cached image of `pgno`, verified:
+    /// its checksum was checked since it was read.
+    fn note_verified(&self, pgno: Pgno, raw: &Arc<[u8]>) {
+        let mut sh = self.cache.write(pgno);
+        if let Some(p) = sh.cache.peek(pgno) {
+            if Arc::ptr_eq(&p.raw, raw) {
+                p.verified = true;
+            }
+        }
+    }
+
     /// Whether `raw` is the cached image of `pgno` and was verified since
-    /// it was read (decoded, or encoded by this process).
+    /// it was read (decoded, patched over, or encoded by this process).
     fn is_verified(&self, pgno: Pgno, raw: &Arc<[u8]>) -> bool {
         let sh = self.cache.read(pgno);
         sh.cache
@@ -2378,6 +2389,16 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             &ctx,
             unique(&mut out)?,
         )?;
+        if done.is_some()
+            && !verified
+            && self.pager.journal.sums_originals()
+            && self.pager.format.tree_sum_at(&base).is_some()
+        {
+            // A patch builds only on a base it verified (`patch_leaf`):
+            // the cached image is now one a journal record of it may
+            // derive its checksum from (C6) instead of summing it again.
+            self.pager.note_verified(pgno, &base);
+        }
         let existed = match done {
             Some(Patched::Written { existed }) => existed,
             Some(Patched::Absent) => {
