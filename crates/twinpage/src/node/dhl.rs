@@ -297,7 +297,9 @@ fn plain_cell(
 }
 
 /// The plain cells `rows` of version `vh` of `page`, in row order, into
-/// `out`; `None` if one is not plain ([`plain_cell`]).
+/// `out`; `None` if one is not plain ([`plain_cell`]). Kept out of line:
+/// inlined into the patches it costs them more than the call.
+#[inline(never)]
 fn plain_cells_into(
     pgno: Pgno,
     page: &[u8],

@@ -418,7 +418,26 @@ impl CrcGather {
     }
 
     /// Append `bytes` to the message.
-    pub fn put(&mut self, mut bytes: &[u8]) {
+    #[inline]
+    pub fn put(&mut self, bytes: &[u8]) {
+        // Inlined, a piece of known length (a 2-byte offset) is a store,
+        // not a call to copy it.
+        if let Some(to) = self
+            .buf
+            .as_deref_mut()
+            .and_then(|b| b.get_mut(self.fill..self.fill + bytes.len()))
+        {
+            to.copy_from_slice(bytes);
+            self.fill += bytes.len();
+            return;
+        }
+        self.put_spilling(bytes);
+    }
+
+    /// [`CrcGather::put`] of bytes that do not fit what is left of the
+    /// buffer: summed a buffer at a time.
+    #[inline(never)]
+    fn put_spilling(&mut self, mut bytes: &[u8]) {
         let Some(buf) = self.buf.as_deref_mut() else {
             return;
         };

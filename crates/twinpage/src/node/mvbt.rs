@@ -52,9 +52,9 @@
 
 use super::cell::{self, key_prefix, Reader};
 use super::inpage::{
-    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid,
-    seal_patched, snapshot_too_old, verify_tree_page, with_local, write_envelope, InPageFormat,
-    VersionState,
+    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, prefix_crc,
+    raw_tid, seal_patched, snapshot_too_old, verify_tree_page, with_local, write_envelope,
+    CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
 use super::{
@@ -677,6 +677,7 @@ fn finish_version(
     out: &mut [u8],
     mut h: Version,
     sc: &mut Scratch,
+    patch: Option<BodyPatch>,
 ) {
     let ps = out.len();
     let m = map_at(ps, h.v);
@@ -685,7 +686,18 @@ fn finish_version(
         out[m + slot / 8] |= 0x80 >> (slot % 8);
     }
     // Members end at T at the latest: their stored ends are it.
-    h.body_crc = members_crc(pgno, out, m, &sc.members);
+    h.body_crc = match (patch, base) {
+        (Some(p), Some(b)) => {
+            let c = p.body_crc(pgno, b, out, m, &sc.members);
+            debug_assert!(
+                !p.base_sum_holds(pgno, b, &mut sc.other)
+                    || c == members_crc(pgno, out, m, &sc.members),
+                "patched body checksum, page {pgno}"
+            );
+            c
+        }
+        _ => members_crc(pgno, out, m, &sc.members),
+    };
     write_header(pgno, out, &h);
     out[PAGE_SUM_AT + 4..MAP_AT].fill(0);
     match base {
@@ -693,6 +705,94 @@ fn finish_version(
             seal_patched(pgno, b, out, PAGE_SUM_AT, &sc.ranges)
         }
         _ => pagesum::seal(pgno, out, PAGE_SUM_AT),
+    }
+}
+
+/// How a one-cell write's new version differs from its base version,
+/// for [`BodyPatch::body_crc`]: the same members in slot order, whose
+/// summed bytes the base read as stored (no end above the base's TID,
+/// which it would sum as ∞), but for the bitmap, the end field of the
+/// cell that ends at T (∞ before) and one new member. A write that drops
+/// members (lazy GC) sums the new version whole: a drop and a new member
+/// each cost a sum of the shorter side of the message and two shifts,
+/// more than one pass over a 4 KiB page's message.
+#[derive(Clone, Copy)]
+struct BodyPatch {
+    /// The base version.
+    base: Version,
+    /// Its members' share of the message: (2 + cell length) each.
+    cells_len: usize,
+    /// Where the ended cell's end field lies in that share, and in the
+    /// page.
+    ended: Option<(usize, usize)>,
+    /// The new member's index among the new version's members (slot
+    /// order).
+    new_at: Option<usize>,
+    /// The longest key of the page size (to parse the base, in debug
+    /// checks).
+    max_key: usize,
+}
+
+impl BodyPatch {
+    /// The new version's body checksum from the base's. `out` holds the
+    /// new version (bitmap at `m`, members `members`). The bitmap and the
+    /// end field change in place; the new member is appended to the
+    /// message or, inside the slot order, inserted by a sum of the shorter
+    /// side around it (the members after it only move). A base whose
+    /// checksum fails leaves one that fails.
+    fn body_crc(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        out: &[u8],
+        m: usize,
+        members: &[(usize, usize, usize)],
+    ) -> u32 {
+        let ps = out.len();
+        let (ml, bm) = (map_len(ps), map_at(ps, self.base.v));
+        let mut crc = self.base.body_crc
+            ^ pagesum::run_term(&base[bm..bm + ml], &out[m..m + ml], self.cells_len);
+        if let Some((at, page_at)) = self.ended {
+            let after = self.cells_len - at - 8;
+            crc ^= pagesum::run_term(&INV.to_be_bytes(), &out[page_at..page_at + 8], after);
+        }
+        let Some(q) = self.new_at else {
+            return crc;
+        };
+        let put = |g: &mut CrcGather, &(slot, off, len): &(usize, usize, usize)| {
+            let at = slot_at(ps, slot);
+            g.put(&out[at..at + 2]);
+            g.put(&out[off..off + len]);
+        };
+        let share = |r: &[(usize, usize, usize)]| r.iter().map(|c| 2 + c.2).sum::<usize>();
+        let (before, rest) = (&members[..q], &members[q + 1..]);
+        let rest_len = share(rest);
+        if rest_len == 0 {
+            let mut g = CrcGather::from_crc(crc);
+            put(&mut g, &members[q]);
+            return g.finish();
+        }
+        // crc(A ‖ X ‖ R) ^ crc(A ‖ R) is crc(A) ^ crc(A ‖ X) carried over R.
+        let c_a = prefix_crc(
+            crc,
+            (4 + ml + share(before), |g: &mut CrcGather| {
+                g.put(&pgno.to_be_bytes());
+                g.put(&out[m..m + ml]);
+                before.iter().for_each(|c| put(g, c));
+            }),
+            (rest_len, |g: &mut CrcGather| {
+                rest.iter().for_each(|c| put(g, c))
+            }),
+        );
+        let mut g = CrcGather::from_crc(c_a);
+        put(&mut g, &members[q]);
+        crc ^ pagesum::advance(c_a ^ g.finish(), rest_len)
+    }
+
+    /// Whether the base version's stored body checksum is right (debug
+    /// checks compare a patched checksum only over a sound base).
+    fn base_sum_holds(&self, pgno: Pgno, base: &[u8], spans: &mut Vec<Span>) -> bool {
+        parse(pgno, base, &self.base, self.max_key, spans, true).ok() == Some(self.base.body_crc)
     }
 }
 
@@ -1366,7 +1466,7 @@ impl MvbtFormat {
             horizon: plan.horizon,
             body_crc: 0,
         };
-        finish_version(pgno, base, out, h, sc);
+        finish_version(pgno, base, out, h, sc, None);
         Ok(true)
     }
 
@@ -1497,17 +1597,26 @@ impl MvbtFormat {
         sc.ranges.clear();
         sc.ranges.extend(version_ranges(ps, w));
         sc.members.clear();
+        // The base's members' share of its body message, and where the
+        // ended cell's end field lies in it (BodyPatch).
+        let (mut cells_len, mut ended, mut clean) = (0, None, true);
         for (j, sp) in sc.spans.iter().enumerate() {
+            clean &= sp.end == INV || sp.end <= b.tid;
             if drop(sp) {
+                clean = false;
                 continue;
             }
+            let share = 2 + sp.len;
+            cells_len += share;
             if ends == Some(j) {
                 let at = sp.off + END_AT;
                 out[at..at + 8].copy_from_slice(&tid.to_be_bytes());
                 sc.ranges.push((at, at + 8));
+                ended = Some((cells_len - share + 2 + END_AT, at));
             }
             sc.members.push((sp.slot, sp.off, sp.len));
         }
+        let mut new_at = None;
         if let (Some((slot, off, len)), LeafPatch::Put(v)) = (new, patch) {
             out[off] = 0;
             out[off + 1..off + END_AT].copy_from_slice(&tid.to_be_bytes());
@@ -1518,7 +1627,15 @@ impl MvbtFormat {
             let at = sc.members.partition_point(|&(sl, _, _)| sl < slot);
             sc.members.insert(at, (slot, off, len));
             sc.ranges.extend([(s, s + 2), (off, off + len)]);
+            new_at = Some(at);
         }
+        let body = clean.then_some(BodyPatch {
+            base: b,
+            cells_len,
+            ended,
+            new_at,
+            max_key,
+        });
         let h = Version {
             v: w,
             kind: LEAF,
@@ -1531,7 +1648,7 @@ impl MvbtFormat {
             horizon: b.horizon.max(horizon),
             body_crc: 0,
         };
-        finish_version(pgno, Some(base), out, h, sc);
+        finish_version(pgno, Some(base), out, h, sc, body);
         Some(Patched::Written {
             existed: found.is_some(),
         })
