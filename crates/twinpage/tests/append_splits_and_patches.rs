@@ -8,15 +8,15 @@
 //! check, also after a reopen (which verifies every checksum from the
 //! file).
 
+mod common;
+
+use common::{snapshot_view, Rows};
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use twinpage::cc::Locking;
 use twinpage::storage::MemVfs;
 use twinpage::{Db, Direction, JournalMode, Options, ReadTxn, Synchronous};
-
-type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn open(vfs: &MemVfs, mode: JournalMode, page_size: usize, cache_pages: usize) -> Db {
     let opts = Options {
@@ -37,21 +37,8 @@ fn scan(db: &Db) -> Rows {
         .collect()
 }
 
-/// A reader's rows, or `None` for MVBT's documented "snapshot too old"
-/// (a retryable conflict).
-fn view(r: &ReadTxn) -> Option<Rows> {
-    let rows: twinpage::Result<Rows> = r
-        .range("t", .., Direction::Forward)
-        .and_then(|it| it.collect());
-    match rows {
-        Ok(rows) => Some(rows),
-        Err(e) if e.is_retryable() => None,
-        Err(e) => panic!("{e}"),
-    }
-}
-
 fn check_reader(r: &ReadTxn, want: &Rows, at: &str) {
-    if let Some(got) = view(r) {
+    if let Some(got) = snapshot_view(r) {
         assert!(got == *want, "{at}: reader snapshot");
     }
 }

@@ -7,9 +7,26 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use twinpage::storage::{FileLock, MemVfs, OpenFlags, Vfs, VfsFile};
-use twinpage::{Db, Direction, Error, JournalMode, Options, Result, Synchronous};
+use twinpage::{Db, Direction, Error, JournalMode, Options, ReadTxn, Result, Synchronous};
 
 pub type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// One table's rows.
+pub type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A reader's rows of table `t`, or `None` for MVBT's documented
+/// "snapshot too old" (a retryable conflict: the versions it needs were
+/// collected, \[LSM\] §4).
+pub fn snapshot_view(r: &ReadTxn) -> Option<Rows> {
+    let rows: Result<Rows> = r
+        .range("t", .., Direction::Forward)
+        .and_then(|it| it.collect());
+    match rows {
+        Ok(rows) => Some(rows),
+        Err(e) if e.is_retryable() => None,
+        Err(e) => panic!("{e}"),
+    }
+}
 
 pub fn mem_opts(vfs: &MemVfs, mode: JournalMode, page_size: usize) -> Options {
     Options::default()

@@ -7,28 +7,12 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
 use std::path::Path;
 use twinpage::storage::MemVfs;
-use twinpage::{Direction, JournalMode, ReadTxn};
-
-type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
+use twinpage::{JournalMode, ReadTxn};
 
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:06}").into_bytes()
-}
-
-/// The reader's rows, or `None` for MVBT's documented "snapshot too old"
-/// (a retryable conflict: the fixed root's forced collection, \[LSM\] §4).
-fn view(r: &ReadTxn) -> Option<Rows> {
-    let rows: twinpage::Result<Rows> = r
-        .range("t", .., Direction::Forward)
-        .and_then(|it| it.collect());
-    match rows {
-        Ok(rows) => Some(rows),
-        Err(e) if e.is_retryable() => None,
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// 3,000 rows over about 200 pages of 1 KiB, then 2,000 single-row
@@ -50,7 +34,7 @@ fn readers_keep_their_snapshots(mode: JournalMode) -> usize {
     t.commit().unwrap();
     let mut readers = vec![(db.begin_read().unwrap(), model.clone())];
     let (mut read, mut refused) = (0, 0);
-    let mut check = |r: &ReadTxn, snap: &Rows, at: &str| match view(r) {
+    let mut check = |r: &ReadTxn, snap: &Rows, at: &str| match snapshot_view(r) {
         Some(rows) => {
             assert_eq!(&rows, snap, "{mode:?} {at}");
             read += 1;
@@ -82,7 +66,10 @@ fn readers_keep_their_snapshots(mode: JournalMode) -> usize {
         check(r, snap, "at the end");
     }
     drop(readers);
-    assert_eq!(view(&db.begin_read().unwrap()).as_ref(), Some(&model));
+    assert_eq!(
+        snapshot_view(&db.begin_read().unwrap()).as_ref(),
+        Some(&model)
+    );
     // No reader: commits may forget every earlier one. Then a reader
     // again, through commits to the pages forgotten.
     let churn = |model: &mut Rows, from: u32| {

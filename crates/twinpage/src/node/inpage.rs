@@ -500,6 +500,17 @@ pub fn prefix_crc(
     }
 }
 
+/// The crc32c of a message `crc` sums once a run `x` enters it (or
+/// leaves it) right after its first part A, whose crc32c is `c_a`, with
+/// `after` bytes following the run: `crc(A ‖ X ‖ R) ^ crc(A ‖ R)` is
+/// `crc(A) ^ crc(A ‖ X)` carried over R, whichever of the two `crc` is.
+#[inline]
+pub fn splice_crc(crc: u32, c_a: u32, x: impl FnOnce(&mut CrcGather), after: usize) -> u32 {
+    let mut g = CrcGather::from_crc(c_a);
+    x(&mut g);
+    crc ^ pagesum::advance(c_a ^ g.finish(), after)
+}
+
 impl Default for CrcGather {
     fn default() -> Self {
         Self::new()

@@ -44,8 +44,8 @@ use super::cell::{
 };
 use super::inpage::{
     any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, prefix_crc,
-    raw_tid, seal_patched, snapshot_too_old, sort_nearly_sorted_by, verify_tree_page, with_local,
-    write_envelope, CrcGather, InPageFormat, VersionState,
+    raw_tid, seal_patched, snapshot_too_old, sort_nearly_sorted_by, splice_crc, verify_tree_page,
+    with_local, write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
 use super::{
@@ -1212,10 +1212,7 @@ impl IpsFormat {
                     spans[j..].iter().for_each(|s| put(g, s))
                 }),
             );
-            let mut g = CrcGather::from_crc(c_pa);
-            put(&mut g, &spans[j]);
-            let c_pad = g.finish();
-            crc ^= pagesum::advance(c_pa ^ c_pad, rest - pair(&spans[j]));
+            crc = splice_crc(crc, c_pa, |g| put(g, &spans[j]), rest - pair(&spans[j]));
         }
         let Some((slot, at, len)) = new else {
             return crc;
@@ -1247,9 +1244,7 @@ impl IpsFormat {
                 kept(q..spans.len()).for_each(|s| put(g, s))
             }),
         );
-        let mut g = CrcGather::from_crc(c_pa);
-        x(&mut g);
-        crc ^ pagesum::advance(c_pa ^ g.finish(), rest)
+        splice_crc(crc, c_pa, x, rest)
     }
 
     fn write_version(

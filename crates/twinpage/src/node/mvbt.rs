@@ -53,8 +53,8 @@
 use super::cell::{self, key_prefix, Reader};
 use super::inpage::{
     any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, prefix_crc,
-    raw_tid, seal_patched, snapshot_too_old, verify_tree_page, with_local, write_envelope,
-    CrcGather, InPageFormat, VersionState,
+    raw_tid, seal_patched, snapshot_too_old, splice_crc, verify_tree_page, with_local,
+    write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
 use super::{
@@ -772,7 +772,6 @@ impl BodyPatch {
             put(&mut g, &members[q]);
             return g.finish();
         }
-        // crc(A ‖ X ‖ R) ^ crc(A ‖ R) is crc(A) ^ crc(A ‖ X) carried over R.
         let c_a = prefix_crc(
             crc,
             (4 + ml + share(before), |g: &mut CrcGather| {
@@ -784,9 +783,7 @@ impl BodyPatch {
                 rest.iter().for_each(|c| put(g, c))
             }),
         );
-        let mut g = CrcGather::from_crc(c_a);
-        put(&mut g, &members[q]);
-        crc ^ pagesum::advance(c_a ^ g.finish(), rest_len)
+        splice_crc(crc, c_a, |g| put(g, &members[q]), rest_len)
     }
 
     /// Whether the base version's stored body checksum is right (debug
