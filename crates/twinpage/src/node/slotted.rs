@@ -262,10 +262,17 @@ fn remove_hole(
     (i, off, end): (usize, usize, usize),
     ranges: &mut [(usize, usize); 4],
 ) -> bool {
-    for j in (0..n).filter(|&j| j != i) {
-        if (off..end).contains(&be_u16(base, HEADER + 2 * j)) {
-            return false;
-        }
+    // Every other slot at once, without a branch per slot (vectorizes):
+    // `o - off < end - off` is `off <= o < end` in wrapping arithmetic.
+    let starts_inside = |slots: &[u8]| {
+        slots.chunks_exact(2).fold(false, |hit, s| {
+            hit | ((u16::from_be_bytes([s[0], s[1]]) as usize).wrapping_sub(off) < end - off)
+        })
+    };
+    if starts_inside(&base[HEADER..HEADER + 2 * i])
+        || starts_inside(&base[HEADER + 2 * (i + 1)..HEADER + 2 * n])
+    {
+        return false;
     }
     out.copy_from_slice(base);
     out[off..end].fill(0);
@@ -957,6 +964,54 @@ mod tests {
             holes_account(&page, ps);
         }
         assert!(holed > 500, "deletes left holes in {holed} steps");
+    }
+
+    /// A removal zeroes the cell where it lies, so it declines when any
+    /// other slot starts inside that cell (damage: two cells overlap),
+    /// wherever that slot is, and goes ahead when none does.
+    #[test]
+    fn a_removal_declines_when_another_slot_starts_inside_the_cell() {
+        let (ps, pgno) = (1024, 9);
+        let ctx = EncodeCtx::new(ps, 1, true);
+        let node = Node::Leaf(
+            (0..6u8)
+                .map(|i| LeafCell {
+                    key: vec![i; 3].into(),
+                    value: Value::Inline(vec![i; 20].into()),
+                })
+                .collect(),
+        );
+        let mut page = vec![0u8; ps];
+        SlottedFormat
+            .encode(pgno, &node, None, &ctx, &mut page)
+            .unwrap();
+        let n = 6;
+        let (mut out, mut ranges) = (vec![0u8; ps], [(0, 0); 4]);
+        let content = be_u32(&page, 4) as usize;
+        for i in 0..n {
+            let off = be_u16(&page, HEADER + 2 * i);
+            let Node::Leaf(cells) = &node else {
+                unreachable!()
+            };
+            let end = off + cell::leaf_len(&cells[i]);
+            assert!(remove_hole(
+                &page,
+                &mut out,
+                (n, content),
+                (i, off, end),
+                &mut ranges
+            ));
+            for j in (0..n).filter(|&j| j != i) {
+                for (at, inside) in [(off, true), (end - 1, true), (end, false)] {
+                    let mut bad = page.clone();
+                    bad[HEADER + 2 * j..HEADER + 2 * j + 2]
+                        .copy_from_slice(&(at as u16).to_be_bytes());
+                    let done =
+                        remove_hole(&bad, &mut out, (n, content), (i, off, end), &mut ranges);
+                    assert_eq!(done, !inside, "cell {i}, slot {j} at {at}");
+                }
+            }
+        }
     }
 
     #[test]
