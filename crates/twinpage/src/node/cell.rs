@@ -741,6 +741,14 @@ impl<'a> Reader<'a> {
 
     /// Parse an interior cell (cell number `i`, for messages).
     pub fn interior(&mut self, i: usize, max_key: usize) -> Result<InteriorCell> {
+        if let Some((ks, ke, end)) = self.plain_interior(max_key) {
+            self.pos = end;
+            let c = &self.page[ke..end];
+            return Ok(InteriorCell {
+                key: self.span(ks, ke),
+                child: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+            });
+        }
         let (klen, chained) = self.interior_len_and_flag()?;
         let (ident, head) = self.key_parts(i, klen, chained, max_key)?;
         let key = self.key_from(ident, klen, head)?;
@@ -854,6 +862,10 @@ mod tests {
                 fast += 1;
                 assert_eq!(slow.ok(), Some(&page[ks..ke]), "{page:?} to {end}");
                 assert_eq!(checked.pos, stop, "{page:?} to {end}");
+                // The decoded cell: the same key and child.
+                let cell = Reader::new(page, 3, *end, 7).interior(0, max_key).unwrap();
+                assert_eq!(&cell.key[..], &page[ks..ke]);
+                assert_eq!(cell.child.to_be_bytes(), page[ke..stop]);
             }
         }
         assert!(fast > 1000, "the fast path read {fast} cells");
