@@ -806,9 +806,6 @@ mod tests {
         assert_eq!(varint_len(0), 1);
     }
 
-    /// Cells whose lengths take one, two and three varint bytes decode the
-    /// same whichever path reads them, shared or copied, and a cell cut
-    /// short is an error on either path.
     /// Wherever the fast path reads an interior cell, the checked path
     /// reads the same key and stops at the same byte: over cells of every
     /// length class, chained keys, a child of 0, cut-short cells and
@@ -820,6 +817,13 @@ mod tests {
         let mut pages: Vec<(Vec<u8>, usize)> = Vec::new();
         for klen in [0usize, 1, 8, 127, 128, 200, 300] {
             for child in [0u32, 1, 0x0102_0304] {
+                // A whole cell with a key of one or two length bytes
+                // within the limit and a child takes the fast path.
+                let whole = |page: &[u8], end: usize, max_key: usize| {
+                    let fast = Reader::new(page, 3, end, 7).plain_interior(max_key);
+                    let expect = child != 0 && klen <= max_key && klen < 1 << 14;
+                    assert_eq!(fast.is_some(), expect, "{klen} {child} {max_key}");
+                };
                 let mut page = vec![0u8; 3 + 10 + klen + 4 + 8];
                 let ks = put_varint(&mut page, 3, klen as u64);
                 page[ks..ks + klen]
@@ -829,6 +833,9 @@ mod tests {
                 let end = ks + klen + 4;
                 page[ks + klen..end].copy_from_slice(&child.to_be_bytes());
                 page.truncate(end + 8);
+                [0, 8, 200, 300]
+                    .into_iter()
+                    .for_each(|m| whole(&page, end, m));
                 pages.push((page.clone(), end));
                 pages.push((page, end - 1));
             }
@@ -862,15 +869,24 @@ mod tests {
                 fast += 1;
                 assert_eq!(slow.ok(), Some(&page[ks..ke]), "{page:?} to {end}");
                 assert_eq!(checked.pos, stop, "{page:?} to {end}");
-                // The decoded cell: the same key and child.
-                let cell = Reader::new(page, 3, *end, 7).interior(0, max_key).unwrap();
-                assert_eq!(&cell.key[..], &page[ks..ke]);
-                assert_eq!(cell.child.to_be_bytes(), page[ke..stop]);
+                // The decoded cell, shared with the page or copied: the
+                // same key and child.
+                let buf: Arc<[u8]> = Arc::from(&page[..]);
+                for share in [None, Some(&buf)] {
+                    let mut r = Reader::new(&buf, 3, *end, 7).sharing(share);
+                    let cell = r.interior(0, max_key).unwrap();
+                    assert_eq!(&cell.key[..], &page[ks..ke]);
+                    assert_eq!(cell.child.to_be_bytes(), page[ke..stop]);
+                    assert_eq!(r.pos, stop);
+                }
             }
         }
         assert!(fast > 1000, "the fast path read {fast} cells");
     }
 
+    /// Cells whose lengths take one, two and three varint bytes decode the
+    /// same whichever path reads them, shared or copied, and a cell cut
+    /// short is an error on either path.
     #[test]
     fn leaf_cells_read_back_whatever_their_length() {
         for klen in [0usize, 1, 29, 30, 31, 127, 128, 200] {
