@@ -973,27 +973,23 @@ mod tests {
     fn a_removal_declines_when_another_slot_starts_inside_the_cell() {
         let (ps, pgno) = (1024, 9);
         let ctx = EncodeCtx::new(ps, 1, true);
-        let node = Node::Leaf(
-            (0..6u8)
-                .map(|i| LeafCell {
-                    key: vec![i; 3].into(),
-                    value: Value::Inline(vec![i; 20].into()),
-                })
-                .collect(),
-        );
+        let cells: Vec<LeafCell> = (0..6u8)
+            .map(|i| LeafCell {
+                key: vec![i; 3].into(),
+                value: Value::Inline(vec![i; 20].into()),
+            })
+            .collect();
+        let node = Node::Leaf(cells.clone());
         let mut page = vec![0u8; ps];
         SlottedFormat
             .encode(pgno, &node, None, &ctx, &mut page)
             .unwrap();
-        let n = 6;
+        let n = cells.len();
         let (mut out, mut ranges) = (vec![0u8; ps], [(0, 0); 4]);
         let content = be_u32(&page, 4) as usize;
-        for i in 0..n {
+        for (i, c) in cells.iter().enumerate() {
             let off = be_u16(&page, HEADER + 2 * i);
-            let Node::Leaf(cells) = &node else {
-                unreachable!()
-            };
-            let end = off + cell::leaf_len(&cells[i]);
+            let end = off + cell::leaf_len(c);
             assert!(remove_hole(
                 &page,
                 &mut out,
