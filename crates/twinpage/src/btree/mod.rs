@@ -976,24 +976,45 @@ fn settle_root<P: PageWrite + ?Sized>(
     if placed.first == root && placed.split.is_none() {
         return Ok(());
     }
+    // The root's content moves down to a new page. The half a split kept
+    // in place fits there but not always on a fresh page (LS-MVBT: the
+    // cells the split ended free the reserved cell in place; a fresh page
+    // keeps it): it then moves down as two halves.
+    let mut lower = None;
     let first = if placed.first == root {
         let content = (*p.node(root, order)?).clone();
-        let left = p.allocate()?;
-        p.put_node(left, content)?;
-        left
+        if content.len() >= 3 && !p.fits_fresh(&content) {
+            let (a, b, sep) = halves(p.format(), content, false, order);
+            let sep = own_key(p, sep)?;
+            let (left, right) = (p.allocate()?, p.allocate()?);
+            p.put_node(left, a)?;
+            p.put_node(right, b)?;
+            lower = Some(InteriorCell {
+                key: sep,
+                child: left,
+            });
+            right
+        } else {
+            let left = p.allocate()?;
+            p.put_node(left, content)?;
+            left
+        }
     } else {
         placed.first
     };
     let node = match placed.split {
         Some(s) => Node::Interior {
-            cells: vec![InteriorCell {
-                key: s.sep,
-                child: first,
-            }],
+            cells: lower
+                .into_iter()
+                .chain([InteriorCell {
+                    key: s.sep,
+                    child: first,
+                }])
+                .collect(),
             right: s.right,
         },
         None => Node::Interior {
-            cells: Vec::new(),
+            cells: lower.into_iter().collect(),
             right: first,
         },
     };
