@@ -88,7 +88,8 @@ pub trait InPageFormat: NodeFormat + Clone + Default + 'static {
     fn has_versions(&self, page: &[u8]) -> bool;
 
     /// The written versions of tree page `page` (INV ones included), each
-    /// checked against its own checksum.
+    /// checked against its own checksum. A format whose headers carry a
+    /// checksum of their own leaves out a header that fails it.
     fn versions(&self, pgno: Pgno, page: &[u8]) -> Vec<VersionState>;
 
     /// Which version a reader at FCC `fcc` sees, if the page's version
@@ -166,18 +167,22 @@ pub trait InPageFormat: NodeFormat + Clone + Default + 'static {
             return false;
         }
         if self.has_versions(page) {
-            // A damaged version keeps the page checksum failing: a format
-            // may trust an intact page checksum for its versions.
-            if pagesum::verify(pgno, page, Self::PAGE_SUM_AT)
-                || !self
-                    .versions(pgno, page)
-                    .iter()
-                    .all(|v| v.tid == INV || v.intact)
-            {
-                return false;
+            let vs = self.versions(pgno, page);
+            // No version header to trust (a format that checks its
+            // headers lists none): a fresh page's torn bytes only look
+            // like one, and it is zeroed below.
+            if !vs.is_empty() {
+                // A damaged version keeps the page checksum failing: a
+                // format may trust an intact page checksum for its
+                // versions.
+                if pagesum::verify(pgno, page, Self::PAGE_SUM_AT)
+                    || !vs.iter().all(|v| v.tid == INV || v.intact)
+                {
+                    return false;
+                }
+                pagesum::seal(pgno, page, Self::PAGE_SUM_AT);
+                return true;
             }
-            pagesum::seal(pgno, page, Self::PAGE_SUM_AT);
-            return true;
         }
         if pagesum::is_zero(page) {
             return false;

@@ -15,7 +15,8 @@
 //!
 //! ```text
 //! 0..40    version header 0        40..80   version header 1
-//!   +0  u8   magic 0x15 (0: never written)
+//!   +0  u8   magic 0x16 (0: never written; 0x15: the first layout,
+//!            whose crc is one crc32c in slot order, still read)
 //!   +1  u8   page type of the version: 0x0D leaf, 0x05 interior
 //!   +2  u16  numSlots: slots 0..numSlots belong to the version
 //!   +4  u16  live: slots of the version whose TB bit is clear
@@ -26,8 +27,9 @@
 //!   +20 u32  free_offset: lowest record byte of the version
 //!   +24 u32  commit record: transaction size
 //!   +28 u32  commit record: page count after the commit
-//!   +32 u32  crc32c(pgno, +0..+32, TB of the version, then for each live
-//!            slot in slot order its 2-byte entry and its record)
+//!   +32 u32  version crc, mod 2^32: crc32c(+0..+32, TB of the version)
+//!            continued from pgno, plus per live slot crc32c(its record)
+//!            continued from slot << 16 | its 2-byte entry
 //!   +36 u32  0
 //! 80..84   page checksum: crc32c(pgno, bytes 0..80, bytes 84..ps)
 //! 84       F: the version written last (0 or 1); 85..88 zero
@@ -43,9 +45,9 @@ use super::cell::{
     Reader,
 };
 use super::inpage::{
-    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, prefix_crc,
-    raw_tid, seal_patched, snapshot_too_old, sort_nearly_sorted_by, splice_crc, verify_tree_page,
-    with_local, write_envelope, CrcGather, InPageFormat, VersionState,
+    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid,
+    seal_patched, snapshot_too_old, sort_nearly_sorted_by, verify_tree_page, with_local,
+    write_envelope, CrcGather, InPageFormat, VersionState,
 };
 pub use super::inpage::{CommitRecord, PageScan, INV, RAW_TAIL};
 use super::{
@@ -70,8 +72,13 @@ pub const PAGE_SUM_AT: usize = 2 * HDR_LEN;
 pub const FLIP_AT: usize = PAGE_SUM_AT + SUM_LEN;
 /// Offset of the first tombstone bitmap.
 pub const TB_AT: usize = FLIP_AT + 4;
-/// Magic byte of a written version header.
-pub const MAGIC: u8 = 0x15;
+/// Magic byte of a version header written by this layout: its checksum
+/// sums one term per live record ([`record_term`]), in any order.
+pub const MAGIC: u8 = 0x16;
+/// Magic byte of the first layout's version header: its checksum is one
+/// crc32c over the live records in slot order. Still read and verified;
+/// every new version is written with [`MAGIC`].
+pub const MAGIC_ORDERED: u8 = 0x15;
 /// Page type of a leaf version.
 pub const LEAF: u8 = cell::LEAF;
 /// Page type of an interior version.
@@ -154,6 +161,9 @@ pub struct Version {
     pub page_count: u32,
     /// Stored checksum.
     pub crc: u32,
+    /// The first layout's header ([`MAGIC_ORDERED`]): the checksum is
+    /// summed in slot order.
+    pub ordered: bool,
 }
 
 impl Version {
@@ -166,7 +176,7 @@ impl Version {
 /// is wrong, which decoding reports as corruption).
 pub fn read_version(page: &[u8], v: usize) -> Option<Version> {
     let b = &page[v * HDR_LEN..(v + 1) * HDR_LEN];
-    if b[0] != MAGIC {
+    if b[0] != MAGIC && b[0] != MAGIC_ORDERED {
         return None;
     }
     Some(Version {
@@ -181,13 +191,16 @@ pub fn read_version(page: &[u8], v: usize) -> Option<Version> {
         txn_size: be32(b, 24),
         page_count: be32(b, 28),
         crc: be32(b, 32),
+        ordered: b[0] == MAGIC_ORDERED,
     })
 }
 
 fn write_header(page: &mut [u8], h: &Version) {
     let b = &mut page[h.v * HDR_LEN..(h.v + 1) * HDR_LEN];
     b.fill(0);
-    b[0] = MAGIC;
+    // A header rewritten in place (a commit record) keeps its layout: its
+    // checksum was summed by it.
+    b[0] = if h.ordered { MAGIC_ORDERED } else { MAGIC };
     b[1] = h.kind;
     b[2..4].copy_from_slice(&(h.nslots as u16).to_be_bytes());
     b[4..6].copy_from_slice(&(h.live as u16).to_be_bytes());
@@ -200,14 +213,14 @@ fn write_header(page: &mut [u8], h: &Version) {
     b[32..36].copy_from_slice(&h.crc.to_be_bytes());
 }
 
-/// Both version headers; a header whose magic is neither 0 nor
-/// [`MAGIC`] is corruption.
+/// Both version headers; a header whose magic is neither 0, [`MAGIC`]
+/// nor [`MAGIC_ORDERED`] is corruption.
 fn versions(pgno: Pgno, page: &[u8]) -> Result<[Option<Version>; 2]> {
     let mut out = [None, None];
     for (v, slot) in out.iter_mut().enumerate() {
         match page[v * HDR_LEN] {
             0 => {}
-            MAGIC => *slot = read_version(page, v),
+            MAGIC | MAGIC_ORDERED => *slot = read_version(page, v),
             b => {
                 return Err(corrupt(
                     pgno,
@@ -308,14 +321,6 @@ fn parse(
             h.free
         )));
     }
-    let mut crc = CrcGather::new();
-    if sum {
-        crc.put(&pgno.to_be_bytes());
-        let hb = h.v * HDR_LEN;
-        crc.put(&page[hb..hb + HDR_SUMMED]);
-        let tb = tb_at(ps, h.v);
-        crc.put(&page[tb..tb + tb_len(ps)]);
-    }
     out.reserve(h.live);
     for i in 0..h.nslots {
         if tombstoned(page, ps, h.v, i) {
@@ -335,10 +340,6 @@ fn parse(
         };
         // The key is a slice of `page`: its position, not a copy.
         let ks = key.as_ptr() as usize - page.as_ptr() as usize;
-        if sum {
-            crc.put(&page[slot_at(ps, i)..slot_at(ps, i) + 2]);
-            crc.put(&page[off..r.pos]);
-        }
         out.push((off, r.pos - off, ks, ks + key.len(), i));
     }
     // Bits past numSlots must be clear: a later writer inherits them.
@@ -353,6 +354,24 @@ fn parse(
             h.live
         )));
     }
+    // Summed over the records in slot order (`out` is, until sorted): the
+    // first layout one message, this one a term per record.
+    let crc = match (sum, h.ordered) {
+        (false, _) => 0,
+        (true, false) => version_sum(pgno, page, h.v, out.iter().map(|s| (s.4, s.0, s.1))),
+        (true, true) => {
+            let mut g = CrcGather::new();
+            g.put(&pgno.to_be_bytes());
+            let hb = h.v * HDR_LEN;
+            g.put(&page[hb..hb + HDR_SUMMED]);
+            g.put(&page[tb..tb + tb_len(ps)]);
+            for &(off, len, _, _, i) in out.iter() {
+                g.put(&page[slot_at(ps, i)..slot_at(ps, i) + 2]);
+                g.put(&page[off..off + len]);
+            }
+            g.finish()
+        }
+    };
     if how == Parse::Slots {
         return Ok(0);
     }
@@ -381,7 +400,40 @@ fn parse(
     {
         return Err(bad("two live records with the same key".into()));
     }
-    Ok(if sum { crc.finish() } else { 0 })
+    Ok(crc)
+}
+
+/// The version checksum's first term: the crc32c of version `v`'s header
+/// bytes 0..32 and its tombstone bitmap, continued from the value `pgno`
+/// (`crc32c_append`, as [`record_term`] binds a record to its slot). The
+/// checksum is this plus one [`record_term`] per live record, mod 2^32,
+/// so a write that adds or tombstones a record changes it by that
+/// record's term alone.
+fn head_term(pgno: Pgno, page: &[u8], v: usize) -> u32 {
+    let (hb, tb) = (v * HDR_LEN, tb_at(page.len(), v));
+    let c = crc32c::crc32c_append(pgno, &page[hb..hb + HDR_SUMMED]);
+    crc32c::crc32c_append(c, &page[tb..tb + tb_len(page.len())])
+}
+
+/// A live record's term of the version checksum: the crc32c of the
+/// record continued from the value `slot << 16 | offset`, which binds it
+/// to its slot and its slot entry. `page[off..off + len]` lies in the
+/// page.
+fn record_term(page: &[u8], slot: usize, off: usize, len: usize) -> u32 {
+    crc32c::crc32c_append((slot as u32) << 16 | off as u32, &page[off..off + len])
+}
+
+/// The checksum of version `v` of `page` whose live records are
+/// `records` (slot, offset, length), in any order.
+fn version_sum(
+    pgno: Pgno,
+    page: &[u8],
+    v: usize,
+    records: impl Iterator<Item = (usize, usize, usize)>,
+) -> u32 {
+    records.fold(head_term(pgno, page, v), |c, (slot, off, len)| {
+        c.wrapping_add(record_term(page, slot, off, len))
+    })
 }
 
 /// [`parse`] and compare with the stored checksum.
@@ -1114,6 +1166,7 @@ impl IpsFormat {
             txn_size: 0,
             page_count: 0,
             crc: 0,
+            ordered: false,
         };
         write_header(out, &h);
         out[FLIP_AT..TB_AT].copy_from_slice(&[v as u8, 0, 0, 0]);
@@ -1155,12 +1208,10 @@ impl IpsFormat {
 
     /// The checksum of the version [`IpsFormat::patch_record`] wrote to
     /// half `v` of `out`, from the committed version `b`'s (live records
-    /// `spans`, slot order): the header and tombstone bitmap change in
-    /// place (same length), record `gone` leaves the message (B, the
-    /// records after it, only moves: see `dhl::reshaped_crc`), and `new`
-    /// (slot, offset, length) joins it at its slot's place, the end for an
-    /// appended slot. Each edit sums the shorter side of the message
-    /// around it.
+    /// `spans`): the head term changes (header and tombstone bitmap),
+    /// record `gone`'s term comes off and `new`'s (slot, offset, length)
+    /// goes on. Over a base of the first layout, whose checksum is summed
+    /// in order, the new version is summed whole.
     #[allow(clippy::too_many_arguments)]
     fn patched_crc(
         pgno: Pgno,
@@ -1172,79 +1223,26 @@ impl IpsFormat {
         gone: Option<usize>,
         new: Option<(usize, usize, usize)>,
     ) -> u32 {
-        let ps = out.len();
-        let pair = |s: &Span| 2 + s.1;
-        let records: usize = spans.iter().map(pair).sum();
-        let (tbl, hb_old, hb_new) = (tb_len(ps), b.v * HDR_LEN, v * HDR_LEN);
-        let (tb_old, tb_new) = (tb_at(ps, b.v), tb_at(ps, v));
-        let mut crc = b.crc
-            ^ pagesum::run_term(
-                &base[hb_old..hb_old + HDR_SUMMED],
-                &out[hb_new..hb_new + HDR_SUMMED],
-                tbl + records,
-            )
-            ^ pagesum::run_term(
-                &base[tb_old..tb_old + tbl],
-                &out[tb_new..tb_new + tbl],
-                records,
-            );
-        let put = |g: &mut CrcGather, s: &Span| {
-            g.put(&out[slot_at(ps, s.4)..slot_at(ps, s.4) + 2]);
-            g.put(&out[s.0..s.0 + s.1]);
-        };
-        // The new version's message up to its records.
-        let head = |g: &mut CrcGather| {
-            g.put(&pgno.to_be_bytes());
-            g.put(&out[hb_new..hb_new + HDR_SUMMED]);
-            g.put(&out[tb_new..tb_new + tbl]);
-        };
+        if b.ordered {
+            let kept = spans
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| Some(j) != gone)
+                .map(|(_, s)| (s.4, s.0, s.1));
+            return version_sum(pgno, out, v, kept.chain(new));
+        }
+        let mut crc = b
+            .crc
+            .wrapping_sub(head_term(pgno, base, b.v))
+            .wrapping_add(head_term(pgno, out, v));
         if let Some(j) = gone {
-            let a_len: usize = spans[..j].iter().map(pair).sum();
-            let rest = records - a_len;
-            let prefix = 4 + HDR_SUMMED + tbl + a_len;
-            let c_pa = prefix_crc(
-                crc,
-                (prefix, |g: &mut CrcGather| {
-                    head(g);
-                    spans[..j].iter().for_each(|s| put(g, s));
-                }),
-                (rest, |g: &mut CrcGather| {
-                    spans[j..].iter().for_each(|s| put(g, s))
-                }),
-            );
-            crc = splice_crc(crc, c_pa, |g| put(g, &spans[j]), rest - pair(&spans[j]));
+            let s = &spans[j];
+            crc = crc.wrapping_sub(record_term(base, s.4, s.0, s.1));
         }
-        let Some((slot, at, len)) = new else {
-            return crc;
-        };
-        // The new pair goes where its slot falls among the live ones (the
-        // end, for an appended slot; a reused slot lands inside): the
-        // pairs after it (B) only move.
-        let q = spans.partition_point(|s| s.4 < slot);
-        let kept =
-            |r: std::ops::Range<usize>| r.filter(move |&k| Some(k) != gone).map(|k| &spans[k]);
-        let rest: usize = kept(q..spans.len()).map(pair).sum();
-        let x = |g: &mut CrcGather| {
-            g.put(&out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
-            g.put(&out[at..at + len]);
-        };
-        if rest == 0 {
-            let mut g = CrcGather::from_crc(crc);
-            x(&mut g);
-            return g.finish();
+        if let Some((slot, at, len)) = new {
+            crc = crc.wrapping_add(record_term(out, slot, at, len));
         }
-        let a_len: usize = kept(0..q).map(pair).sum();
-        let c_pa = prefix_crc(
-            crc,
-            (4 + HDR_SUMMED + tbl + a_len, |g: &mut CrcGather| {
-                head(g);
-                kept(0..q).for_each(|s| put(g, s));
-            }),
-            (rest, |g: &mut CrcGather| {
-                kept(q..spans.len()).for_each(|s| put(g, s))
-            }),
-        );
-        splice_crc(crc, c_pa, x, rest)
+        crc
     }
 
     fn write_version(
@@ -1340,30 +1338,68 @@ impl IpsFormat {
             txn_size: 0,
             page_count: 0,
             crc: 0,
+            ordered: false,
         };
         write_header(out, &h);
         out[FLIP_AT..TB_AT].copy_from_slice(&[plan.v as u8, 0, 0, 0]);
-        // The checksum of what was just placed: live records in slot order,
-        // the base's kept ones and the new ones.
-        if plan.base.is_some() {
-            for (s, _) in sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| k) {
-                sc.live.push((s.4, s.0, s.1));
+        // The checksum, patched from the base's when it is of this layout:
+        // the head term swapped, the terms of the base's records this
+        // version does not keep off, the new records' on. Else summed: the
+        // base's kept records and the new ones.
+        h.crc = match (plan.base.filter(|b| !b.ordered), base) {
+            (Some(b), Some(bp)) if sc.kept.len() == sc.spans.len() => {
+                let crc = b
+                    .crc
+                    .wrapping_sub(head_term(pgno, bp, b.v))
+                    .wrapping_add(head_term(pgno, out, plan.v));
+                let gone = sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| !k);
+                let crc = gone.fold(crc, |c, (s, _)| {
+                    c.wrapping_sub(record_term(bp, s.4, s.0, s.1))
+                });
+                let crc = sc.new.iter().zip(&sc.place).fold(crc, |c, (&i, &at)| {
+                    c.wrapping_add(record_term(out, sc.slots[i], at, sc.lens[i]))
+                });
+                #[cfg(debug_assertions)]
+                {
+                    // Over a sound base, the patched sum is the summed one.
+                    let max_key = self.max_key_len(ps);
+                    let sound = parse(
+                        pgno,
+                        bp,
+                        &b,
+                        max_key,
+                        &BYTEWISE,
+                        &mut sc.other,
+                        Parse::Verify,
+                    )
+                    .ok()
+                        == Some(b.crc);
+                    let kept = sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| k);
+                    let live = kept.map(|(s, _)| (s.4, s.0, s.1)).chain(
+                        sc.new
+                            .iter()
+                            .zip(&sc.place)
+                            .map(|(&i, &at)| (sc.slots[i], at, sc.lens[i])),
+                    );
+                    debug_assert!(
+                        !sound || crc == version_sum(pgno, out, plan.v, live),
+                        "patched version checksum, page {pgno}"
+                    );
+                }
+                crc
             }
-        }
-        for (&i, &at) in sc.new.iter().zip(&sc.place) {
-            sc.live.push((sc.slots[i], at, sc.lens[i]));
-        }
-        // Key order is mostly slot order (records are appended).
-        sort_nearly_sorted_by(&mut sc.live, |a, b| a < b);
-        let mut crc = CrcGather::new();
-        crc.put(&pgno.to_be_bytes());
-        crc.put(&out[plan.v * HDR_LEN..plan.v * HDR_LEN + HDR_SUMMED]);
-        crc.put(&out[tb..tb + tb_len(ps)]);
-        for &(slot, off, len) in &sc.live {
-            crc.put(&out[slot_at(ps, slot)..slot_at(ps, slot) + 2]);
-            crc.put(&out[off..off + len]);
-        }
-        h.crc = crc.finish();
+            _ => {
+                if plan.base.is_some() {
+                    for (s, _) in sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| k) {
+                        sc.live.push((s.4, s.0, s.1));
+                    }
+                }
+                for (&i, &at) in sc.new.iter().zip(&sc.place) {
+                    sc.live.push((sc.slots[i], at, sc.lens[i]));
+                }
+                version_sum(pgno, out, plan.v, sc.live.iter().copied())
+            }
+        };
         write_header(out, &h);
         match base.filter(|_| plan.base.is_some() && sc.new.len() <= PATCH_RECORDS) {
             Some(b) => {
@@ -1563,7 +1599,8 @@ impl InPageFormat for IpsFormat {
     const PAGE_SUM_AT: usize = PAGE_SUM_AT;
 
     fn has_versions(&self, page: &[u8]) -> bool {
-        page.len() >= 512 && (page[0] == MAGIC || page[HDR_LEN] == MAGIC)
+        let written = |b: u8| b == MAGIC || b == MAGIC_ORDERED;
+        page.len() >= 512 && (written(page[0]) || written(page[HDR_LEN]))
     }
 
     fn versions(&self, pgno: Pgno, page: &[u8]) -> Vec<VersionState> {
@@ -1643,6 +1680,19 @@ impl InPageFormat for IpsFormat {
         h.flags |= FLAG_COMMIT;
         h.txn_size = rec.txn_size;
         h.page_count = rec.page_count;
+        if !h.ordered {
+            // Only the head term changes (a checksum that failed keeps
+            // failing: damage is never sealed).
+            let old = head_term(pgno, page, h.v);
+            write_header(page, &h);
+            h.crc = h
+                .crc
+                .wrapping_sub(old)
+                .wrapping_add(head_term(pgno, page, h.v));
+            write_header(page, &h);
+            pagesum::seal(pgno, page, PAGE_SUM_AT);
+            return Ok(true);
+        }
         write_header(page, &h);
         let max_key = self.max_key_len(page.len());
         h.crc = with_scratch(|sc| {
@@ -1717,6 +1767,81 @@ mod tests {
         let mut o: Vec<usize> = spans.iter().map(|s| s.0).collect();
         o.sort_unstable();
         o
+    }
+
+    /// Rewrite version `v` of `page` as the first layout wrote it: magic
+    /// 0x15, the checksum one sum over the live records in slot order.
+    fn to_first_layout(page: &mut [u8], v: usize) {
+        let mut h = read_version(page, v).unwrap();
+        h.ordered = true;
+        write_header(page, &h);
+        let max_key = IpsFormat.max_key_len(PS);
+        h.crc = parse(
+            7,
+            page,
+            &h,
+            max_key,
+            &BYTEWISE,
+            &mut Vec::new(),
+            Parse::Verify,
+        )
+        .unwrap();
+        write_header(page, &h);
+        pagesum::seal(7, page, PAGE_SUM_AT);
+    }
+
+    #[test]
+    fn versions_of_the_first_layout_still_read_and_take_writes() {
+        let f = IpsFormat;
+        let n1 = leaf(&[("a", 10), ("b", 10), ("c", 10)]);
+        let mut p1 = enc(&n1, None, 1);
+        let v = p1[FLIP_AT] as usize;
+        to_first_layout(&mut p1, v);
+        assert_eq!(p1[v * HDR_LEN], MAGIC_ORDERED);
+        assert_eq!(f.decode(7, &p1, &dctx(1)).unwrap(), n1);
+        // Its checksum is the ordered sum: the order-free one differs, and
+        // damage to a record is still found.
+        let h = read_version(&p1, v).unwrap();
+        let unordered = Version {
+            ordered: false,
+            ..h
+        };
+        let spans = &mut Vec::new();
+        let max_key = f.max_key_len(PS);
+        let free_sum = parse(7, &p1, &unordered, max_key, &BYTEWISE, spans, Parse::Verify);
+        assert_ne!(free_sum.unwrap(), h.crc);
+        let mut bad = p1.clone();
+        bad[PS - 1] ^= 1;
+        assert!(verify(7, &bad, &h, max_key, &BYTEWISE, spans).is_err());
+        // A full write and a patch over it: the new version is of this
+        // layout, and both versions read.
+        let n2 = leaf(&[("a", 10), ("c", 12), ("d", 3)]);
+        let p2 = enc(&n2, Some(&p1), 2);
+        assert_eq!(p2[(1 - v) * HDR_LEN], MAGIC);
+        assert_eq!(f.decode(7, &p2, &dctx(1)).unwrap(), n1);
+        assert_eq!(f.decode(7, &p2, &dctx(2)).unwrap(), n2);
+        let mut p3 = vec![0u8; PS];
+        let put = LeafPatch::Put(b"bbbbbb");
+        let r = f.patch_leaf(7, &p1, b"b", put, &BYTEWISE, &ectx(2), &mut p3);
+        assert_eq!(r.unwrap(), Some(Patched::Written { existed: true }));
+        assert_eq!(f.decode(7, &p3, &dctx(1)).unwrap(), n1);
+        let n3 = leaf(&[("a", 10), ("b", 6), ("c", 10)]);
+        assert_eq!(f.decode(7, &p3, &dctx(2)).unwrap(), n3);
+        // A commit record embedded in it keeps its layout.
+        let mut p4 = p1.clone();
+        let rec = CommitRecord {
+            tid: 1,
+            txn_size: 1,
+            page_count: 9,
+        };
+        assert!(f.embed_commit(7, &mut p4, rec).unwrap());
+        assert_eq!(p4[v * HDR_LEN], MAGIC_ORDERED);
+        assert_eq!(f.decode(7, &p4, &dctx(1)).unwrap(), n1);
+        assert!(f.versions(7, &p4).iter().all(|x| x.intact));
+        // And in one of this layout, the head term alone changes.
+        let mut p5 = enc(&n1, None, 1);
+        assert!(f.embed_commit(7, &mut p5, rec).unwrap());
+        assert!(f.versions(7, &p5).iter().all(|x| x.intact));
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! a version's checksum covers its members' bytes with every end field
 //! above the version's TID read as ∞, so a later writer's ends never
 //! break it, and a torn write of T leaves the committed version intact.
+//! It is a sum of one term per member, in any order, so a write changes
+//! it by the terms of the members it adds, ends or drops.
 //! Lazy garbage collection (\[LSM\] §5.1) drops dead cells that ended at
 //! or before the horizon from the new version's membership; their bytes
 //! are reused from the next write of the page on (the committed version
@@ -25,7 +27,8 @@
 //!
 //! ```text
 //! 0..40    version header 0        40..80   version header 1
-//!   +0  u8   magic 0x3B (0: never written)
+//!   +0  u8   magic 0x3C (0: never written; 0x3B: the first layout,
+//!            whose body crc is one crc32c in slot order, still read)
 //!   +1  u8   kind of the node at the version: 0x0D leaf, 0x05 interior
 //!   +2  u16  nslots: slots 0..nslots are the version's slot array
 //!   +4  u16  members: bits set in the version's membership bitmap
@@ -36,8 +39,9 @@
 //!   +20 u32  commit record: page count after the commit
 //!   +24 u64  GC horizon: the version holds every cell visible at a
 //!            snapshot not below it (older readers get "snapshot too old")
-//!   +32 u32  body crc: crc32c(pgno, bitmap, then per member in slot
-//!            order: its slot entry, its cell with the end field clamped)
+//!   +32 u32  body crc, mod 2^32: crc32c(bitmap) continued from pgno,
+//!            plus per member crc32c(its cell with the end field clamped)
+//!            continued from slot << 16 | its slot entry
 //!   +36 u32  header crc: crc32c(pgno, +0..+36)
 //! 80..84   page checksum: crc32c(pgno, bytes 0..80, bytes 84..ps)
 //! 84..88   0
@@ -52,9 +56,9 @@
 
 use super::cell::{self, key_prefix, Reader};
 use super::inpage::{
-    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, prefix_crc,
-    raw_tid, seal_patched, snapshot_too_old, splice_crc, verify_tree_page, with_local,
-    write_envelope, CrcGather, InPageFormat, VersionState,
+    any_bit_from, check_envelope, check_free_page, free_gaps, invalidate_envelope, raw_tid,
+    seal_patched, snapshot_too_old, verify_tree_page, with_local, write_envelope, InPageFormat,
+    VersionState,
 };
 pub use super::inpage::{CommitRecord, INV, RAW_TAIL};
 use super::{
@@ -73,8 +77,13 @@ pub const HDR_LEN: usize = 40;
 pub const PAGE_SUM_AT: usize = 2 * HDR_LEN;
 /// Offset of the first membership bitmap.
 pub const MAP_AT: usize = PAGE_SUM_AT + 8;
-/// Magic byte of a written version header.
-pub const MAGIC: u8 = 0x3B;
+/// Magic byte of a version header written by this layout: its body
+/// checksum sums one term per member ([`member_term`]), in any order.
+pub const MAGIC: u8 = 0x3C;
+/// Magic byte of the first layout's version header: its body checksum is
+/// one crc32c over the members in slot order. Still read and verified;
+/// every new version is written with [`MAGIC`].
+pub const MAGIC_ORDERED: u8 = 0x3B;
 /// Page type of a leaf.
 pub const LEAF: u8 = cell::LEAF;
 /// Page type of an interior node.
@@ -216,6 +225,9 @@ pub struct Version {
     pub horizon: u64,
     /// Checksum of the members.
     pub body_crc: u32,
+    /// The first layout's header ([`MAGIC_ORDERED`]): the body checksum
+    /// is summed in slot order.
+    pub ordered: bool,
 }
 
 impl Version {
@@ -235,7 +247,7 @@ fn header_crc(pgno: Pgno, page: &[u8], v: usize) -> u32 {
 /// Header `v` if it was written: `(version, its header crc holds)`.
 fn read_header(pgno: Pgno, page: &[u8], v: usize) -> Option<(Version, bool)> {
     let b = &page[v * HDR_LEN..(v + 1) * HDR_LEN];
-    if b[0] != MAGIC {
+    if b[0] != MAGIC && b[0] != MAGIC_ORDERED {
         return None;
     }
     let h = Version {
@@ -249,6 +261,7 @@ fn read_header(pgno: Pgno, page: &[u8], v: usize) -> Option<(Version, bool)> {
         page_count: be32(b, 20),
         horizon: be64(b, 24),
         body_crc: be32(b, 32),
+        ordered: b[0] == MAGIC_ORDERED,
     };
     Some((h, be32(b, 36) == header_crc(pgno, page, v)))
 }
@@ -256,7 +269,9 @@ fn read_header(pgno: Pgno, page: &[u8], v: usize) -> Option<(Version, bool)> {
 fn write_header(pgno: Pgno, page: &mut [u8], h: &Version) {
     let b = &mut page[h.v * HDR_LEN..(h.v + 1) * HDR_LEN];
     b.fill(0);
-    b[0] = MAGIC;
+    // A header rewritten in place (a commit record, an invalidation)
+    // keeps its layout: its body checksum was summed by it.
+    b[0] = if h.ordered { MAGIC_ORDERED } else { MAGIC };
     b[1] = h.kind;
     b[2..4].copy_from_slice(&(h.nslots as u16).to_be_bytes());
     b[4..6].copy_from_slice(&(h.members as u16).to_be_bytes());
@@ -278,7 +293,7 @@ fn headers(pgno: Pgno, page: &[u8]) -> Result<[Option<Version>; 2]> {
     for (v, slot) in out.iter_mut().enumerate() {
         match page[v * HDR_LEN] {
             0 => {}
-            MAGIC => match read_header(pgno, page, v) {
+            MAGIC | MAGIC_ORDERED => match read_header(pgno, page, v) {
                 Some((h, true)) => *slot = Some(h),
                 _ => {
                     return Err(corrupt(
@@ -476,6 +491,12 @@ fn parse(
     if !sum {
         return Ok(0);
     }
+    if !h.ordered {
+        let terms = out
+            .iter()
+            .map(|sp| member_term(page, sp.slot, sp.off, sp.len, h.tid));
+        return Ok(terms.fold(head_term(pgno, map), u32::wrapping_add));
+    }
     Ok(body_crc(|msg| {
         msg.extend_from_slice(&pgno.to_be_bytes());
         msg.extend_from_slice(map);
@@ -495,12 +516,39 @@ fn parse(
     }))
 }
 
+/// The body checksum's first term: the crc32c of the membership bitmap
+/// continued from the value `pgno` (`crc32c_append`, as
+/// [`member_term`] binds a cell to its slot).
+fn head_term(pgno: Pgno, map: &[u8]) -> u32 {
+    crc32c::crc32c_append(pgno, map)
+}
+
+/// A member's term of the body checksum (the sum, mod 2^32, of
+/// [`head_term`] and one term per member, so a write that adds, ends or
+/// drops a member changes the sum by that member's terms alone): the
+/// crc32c of its cell with the end field *clamped* (an end above `tid`,
+/// the version's TID, is summed as ∞), continued from the value
+/// `slot << 16 | offset` (`crc32c_append`), which binds the cell to its
+/// slot and its slot entry. `page[off..off + len]` lies in the page.
+fn member_term(page: &[u8], slot: usize, off: usize, len: usize, tid: u64) -> u32 {
+    let seed = (slot as u32) << 16 | off as u32;
+    let cell = &page[off..off + len];
+    let end = be64(cell, END_AT);
+    if end > tid && end != INV {
+        let c = crc32c::crc32c_append(seed, &cell[..END_AT]);
+        let c = crc32c::crc32c_append(c, &INV.to_be_bytes());
+        crc32c::crc32c_append(c, &cell[PREFIX..])
+    } else {
+        crc32c::crc32c_append(seed, cell)
+    }
+}
+
 thread_local! {
     static BODY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The crc32c of a version's body message, which `put` writes into a
-/// per-thread buffer: one sum over it instead of one call per piece.
+/// The first layout's body checksum ([`MAGIC_ORDERED`]): the crc32c of
+/// a version's body message, which `put` writes into a per-thread buffer.
 fn body_crc(put: impl FnOnce(&mut Vec<u8>)) -> u32 {
     with_local(&BODY, |msg| {
         msg.clear();
@@ -638,20 +686,14 @@ fn place_cell(
 }
 
 /// The body checksum of a version of `out` whose bitmap is at `m` and
-/// whose members are `members` (slot, offset, length), in slot order:
-/// every member's stored end is the one the version reads (none is a
-/// later writer's).
+/// whose members are `members` (slot, offset, length): every member's
+/// stored end is the one the version reads (none is a later writer's).
 fn members_crc(pgno: Pgno, out: &[u8], m: usize, members: &[(usize, usize, usize)]) -> u32 {
-    let ps = out.len();
-    body_crc(|msg| {
-        msg.extend_from_slice(&pgno.to_be_bytes());
-        msg.extend_from_slice(&out[m..m + map_len(ps)]);
-        for &(slot, off, len) in members {
-            let at = slot_at(ps, slot);
-            msg.extend_from_slice(&[out[at], out[at + 1]]);
-            msg.extend_from_slice(&out[off..off + len]);
-        }
-    })
+    let map = &out[m..m + map_len(out.len())];
+    members
+        .iter()
+        .map(|&(slot, off, len)| member_term(out, slot, off, len, INV - 1))
+        .fold(head_term(pgno, map), u32::wrapping_add)
 }
 
 /// The bytes every write of version `w` changes in its base image: its
@@ -665,8 +707,8 @@ fn version_ranges(ps: usize, w: usize) -> [(usize, usize); 3] {
     ]
 }
 
-/// Finish version `h.v` of `out`, whose members `sc.members` (sorted by
-/// slot) are in place: its bitmap, its body checksum (into `h`), its
+/// Finish version `h.v` of `out`, whose members `sc.members` (in any
+/// order) are in place: its bitmap, its body checksum (into `h`), its
 /// header, and the page checksum, patched from `base`'s over `sc.ranges`
 /// when few ranges changed (each costs a short sum and a shift; a base
 /// whose checksum failed leaves one that fails: damage is never sealed),
@@ -687,8 +729,9 @@ fn finish_version(
     }
     // Members end at T at the latest: their stored ends are it.
     h.body_crc = match (patch, base) {
-        (Some(p), Some(b)) => {
-            let c = p.body_crc(pgno, b, out, m, &sc.members);
+        // A base of the first layout summed its members in order.
+        (Some(p), Some(b)) if !p.base.ordered => {
+            let c = p.body_crc(pgno, b, out, m, &sc.gone, &sc.came);
             debug_assert!(
                 !p.base_sum_holds(pgno, b, &mut sc.other)
                     || c == members_crc(pgno, out, m, &sc.members),
@@ -708,26 +751,17 @@ fn finish_version(
     }
 }
 
-/// How a one-cell write's new version differs from its base version,
-/// for [`BodyPatch::body_crc`]: the same members in slot order, whose
-/// summed bytes the base read as stored (no end above the base's TID,
-/// which it would sum as ∞), but for the bitmap, the end field of the
-/// cell that ends at T (∞ before) and one new member. A write that drops
-/// members (lazy GC) sums the new version whole: a drop and a new member
-/// each cost a sum of the shorter side of the message and two shifts,
-/// more than one pass over a 4 KiB page's message.
+/// How a write's new version differs from its base version, for
+/// [`BodyPatch::body_crc`]: the bitmap, and the members whose terms
+/// change ([`Scratch::gone`]: the base's members that are dropped or
+/// whose summed end changes, as the base summed them; [`Scratch::came`]:
+/// the new version's members that are new or whose end changed). Every
+/// other member's term is the same in both versions. Each costs a sum of
+/// its own bytes.
 #[derive(Clone, Copy)]
 struct BodyPatch {
     /// The base version.
     base: Version,
-    /// Its members' share of the message: (2 + cell length) each.
-    cells_len: usize,
-    /// Where the ended cell's end field lies in that share, and in the
-    /// page.
-    ended: Option<(usize, usize)>,
-    /// The new member's index among the new version's members (slot
-    /// order).
-    new_at: Option<usize>,
     /// The longest key of the page size (to parse the base, in debug
     /// checks).
     max_key: usize,
@@ -735,55 +769,31 @@ struct BodyPatch {
 
 impl BodyPatch {
     /// The new version's body checksum from the base's. `out` holds the
-    /// new version (bitmap at `m`, members `members`). The bitmap and the
-    /// end field change in place; the new member is appended to the
-    /// message or, inside the slot order, inserted by a sum of the shorter
-    /// side around it (the members after it only move). A base whose
-    /// checksum fails leaves one that fails.
+    /// new version (bitmap at `m`). The base's terms of the bitmap and of
+    /// `gone` come off, the new version's terms of the bitmap and of
+    /// `came` go on. A base whose checksum fails leaves one that fails.
     fn body_crc(
         &self,
         pgno: Pgno,
         base: &[u8],
         out: &[u8],
         m: usize,
-        members: &[(usize, usize, usize)],
+        gone: &[(usize, usize, usize)],
+        came: &[(usize, usize, usize)],
     ) -> u32 {
         let ps = out.len();
         let (ml, bm) = (map_len(ps), map_at(ps, self.base.v));
-        let mut crc = self.base.body_crc
-            ^ pagesum::run_term(&base[bm..bm + ml], &out[m..m + ml], self.cells_len);
-        if let Some((at, page_at)) = self.ended {
-            let after = self.cells_len - at - 8;
-            crc ^= pagesum::run_term(&INV.to_be_bytes(), &out[page_at..page_at + 8], after);
-        }
-        let Some(q) = self.new_at else {
-            return crc;
-        };
-        let put = |g: &mut CrcGather, &(slot, off, len): &(usize, usize, usize)| {
-            let at = slot_at(ps, slot);
-            g.put(&out[at..at + 2]);
-            g.put(&out[off..off + len]);
-        };
-        let share = |r: &[(usize, usize, usize)]| r.iter().map(|c| 2 + c.2).sum::<usize>();
-        let (before, rest) = (&members[..q], &members[q + 1..]);
-        let rest_len = share(rest);
-        if rest_len == 0 {
-            let mut g = CrcGather::from_crc(crc);
-            put(&mut g, &members[q]);
-            return g.finish();
-        }
-        let c_a = prefix_crc(
-            crc,
-            (4 + ml + share(before), |g: &mut CrcGather| {
-                g.put(&pgno.to_be_bytes());
-                g.put(&out[m..m + ml]);
-                before.iter().for_each(|c| put(g, c));
-            }),
-            (rest_len, |g: &mut CrcGather| {
-                rest.iter().for_each(|c| put(g, c))
-            }),
-        );
-        splice_crc(crc, c_a, |g| put(g, &members[q]), rest_len)
+        let crc = self
+            .base
+            .body_crc
+            .wrapping_sub(head_term(pgno, &base[bm..bm + ml]))
+            .wrapping_add(head_term(pgno, &out[m..m + ml]));
+        let crc = gone.iter().fold(crc, |c, &(slot, off, len)| {
+            c.wrapping_sub(member_term(base, slot, off, len, self.base.tid))
+        });
+        came.iter().fold(crc, |c, &(slot, off, len)| {
+            c.wrapping_add(member_term(out, slot, off, len, INV - 1))
+        })
     }
 
     /// Whether the base version's stored body checksum is right (debug
@@ -835,6 +845,10 @@ struct Scratch {
     gaps: Vec<(usize, usize)>,
     /// Members of the new version: (slot, offset, length).
     members: Vec<(usize, usize, usize)>,
+    /// Members whose body checksum terms a write takes off (the base's)
+    /// and puts on (the new version's): (slot, offset, length).
+    gone: Vec<(usize, usize, usize)>,
+    came: Vec<(usize, usize, usize)>,
     /// One cell body.
     cell: Vec<u8>,
     /// An overflowing key's identity.
@@ -1087,8 +1101,15 @@ impl MvbtFormat {
             let tids: Vec<String> = vs.iter().flatten().map(|v| v.tid.to_string()).collect();
             return Err(snapshot_too_old(pgno, s, &tids));
         }
+        // An intact page checksum vouches for every version (C5): the
+        // visible one is then only parsed, not summed again.
+        let page_ok = pagesum::verify(pgno, page, PAGE_SUM_AT);
         with_scratch(|sc| {
-            verify(pgno, page, &h, max_key, &mut sc.spans)?;
+            if page_ok {
+                parse(pgno, page, &h, max_key, &mut sc.spans, false)?;
+            } else {
+                verify(pgno, page, &h, max_key, &mut sc.spans)?;
+            }
             sc.live.clear();
             sc.live
                 .extend((0..sc.spans.len()).filter(|&j| sc.spans[j].live_at(s)));
@@ -1424,19 +1445,34 @@ impl MvbtFormat {
         sc.ranges.clear();
         sc.ranges.extend(version_ranges(ps, plan.w));
         sc.members.clear();
+        // The members whose body checksum terms change (BodyPatch): the
+        // dropped ones and those whose end, as the base summed it, is not
+        // the one written.
+        sc.gone.clear();
+        sc.came.clear();
+        let base_tid = plan.base.map_or(0, |h| h.tid);
         for (sp, f) in sc.spans.iter().zip(&sc.fate) {
+            let m = (sp.slot, sp.off, sp.len);
             let end = match f {
                 Fate::Keep => INV,
                 Fate::End => tid,
                 Fate::Dead => sp.end,
-                Fate::Drop => continue,
+                Fate::Drop => {
+                    sc.gone.push(m);
+                    continue;
+                }
             };
             let at = sp.off + END_AT;
             if end != sp.end {
                 out[at..at + 8].copy_from_slice(&end.to_be_bytes());
                 sc.ranges.push((at, at + 8));
             }
-            sc.members.push((sp.slot, sp.off, sp.len));
+            let summed = if sp.end > base_tid { INV } else { sp.end };
+            if end != summed {
+                sc.gone.push(m);
+                sc.came.push(m);
+            }
+            sc.members.push(m);
         }
         for &(i, slot, off) in &sc.new {
             let flags = node_cell(node, i, &mut sc.cell).0;
@@ -1447,9 +1483,9 @@ impl MvbtFormat {
             let s = slot_at(ps, slot);
             out[s..s + 2].copy_from_slice(&(off as u16).to_be_bytes());
             sc.members.push((slot, off, sc.lens[i]));
+            sc.came.push((slot, off, sc.lens[i]));
             sc.ranges.extend([(s, s + 2), (off, off + sc.lens[i])]);
         }
-        sc.members.sort_unstable();
         let (kind, _) = cell::kind_of(node);
         let h = Version {
             v: plan.w,
@@ -1462,8 +1498,15 @@ impl MvbtFormat {
             page_count: 0,
             horizon: plan.horizon,
             body_crc: 0,
+            ordered: false,
         };
-        finish_version(pgno, base, out, h, sc, None);
+        // A write over a base is patched from its body checksum (a fresh
+        // page's is summed).
+        let body = plan.base.map(|b| BodyPatch {
+            base: b,
+            max_key: self.max_key_len(ps),
+        });
+        finish_version(pgno, base, out, h, sc, body);
         Ok(true)
     }
 
@@ -1596,24 +1639,29 @@ impl MvbtFormat {
         sc.members.clear();
         // The base's members' share of its body message, and where the
         // ended cell's end field lies in it (BodyPatch).
-        let (mut cells_len, mut ended, mut clean) = (0, None, true);
+        // The members whose checksum terms change (BodyPatch): the
+        // dropped ones, the one that ends, and any the base summed with
+        // its end as ∞ (a later writer's, rolled back), now summed as
+        // stored.
+        sc.gone.clear();
+        sc.came.clear();
         for (j, sp) in sc.spans.iter().enumerate() {
-            clean &= sp.end == INV || sp.end <= b.tid;
+            let m = (sp.slot, sp.off, sp.len);
             if drop(sp) {
-                clean = false;
+                sc.gone.push(m);
                 continue;
             }
-            let share = 2 + sp.len;
-            cells_len += share;
             if ends == Some(j) {
                 let at = sp.off + END_AT;
                 out[at..at + 8].copy_from_slice(&tid.to_be_bytes());
                 sc.ranges.push((at, at + 8));
-                ended = Some((cells_len - share + 2 + END_AT, at));
             }
-            sc.members.push((sp.slot, sp.off, sp.len));
+            if ends == Some(j) || (sp.end != INV && sp.end > b.tid) {
+                sc.gone.push(m);
+                sc.came.push(m);
+            }
+            sc.members.push(m);
         }
-        let mut new_at = None;
         if let (Some((slot, off, len)), LeafPatch::Put(v)) = (new, patch) {
             out[off] = 0;
             out[off + 1..off + END_AT].copy_from_slice(&tid.to_be_bytes());
@@ -1621,18 +1669,11 @@ impl MvbtFormat {
             cell::put_plain_leaf(out, off + PREFIX, key, v);
             let s = slot_at(ps, slot);
             out[s..s + 2].copy_from_slice(&(off as u16).to_be_bytes());
-            let at = sc.members.partition_point(|&(sl, _, _)| sl < slot);
-            sc.members.insert(at, (slot, off, len));
+            sc.members.push((slot, off, len));
+            sc.came.push((slot, off, len));
             sc.ranges.extend([(s, s + 2), (off, off + len)]);
-            new_at = Some(at);
         }
-        let body = clean.then_some(BodyPatch {
-            base: b,
-            cells_len,
-            ended,
-            new_at,
-            max_key,
-        });
+        let body = Some(BodyPatch { base: b, max_key });
         let h = Version {
             v: w,
             kind: LEAF,
@@ -1644,6 +1685,7 @@ impl MvbtFormat {
             page_count: 0,
             horizon: b.horizon.max(horizon),
             body_crc: 0,
+            ordered: false,
         };
         finish_version(pgno, Some(base), out, h, sc, body);
         Some(Patched::Written {
@@ -1743,10 +1785,21 @@ impl MvbtFormat {
                 }
             }
         }
-        if n > 0 {
+        if n > 0 && self.versions_hold(pgno, page) {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
         }
         n
+    }
+
+    /// Whether every valid version whose header holds passes its own
+    /// checksum: only then is the page checksum sealed over them (C5), so
+    /// that a read that finds it intact need not sum the version again.
+    fn versions_hold(&self, pgno: Pgno, page: &[u8]) -> bool {
+        let max_key = self.max_key_len(page.len());
+        (0..2)
+            .filter_map(|v| read_header(pgno, page, v))
+            .filter(|&(h, hdr_ok)| hdr_ok && h.valid())
+            .all(|(h, _)| with_scratch(|sc| verify(pgno, page, &h, max_key, &mut sc.other)).is_ok())
     }
 }
 
@@ -1902,23 +1955,27 @@ impl InPageFormat for MvbtFormat {
     const PAGE_SUM_AT: usize = PAGE_SUM_AT;
 
     fn has_versions(&self, page: &[u8]) -> bool {
-        page.len() >= 512 && (page[0] == MAGIC || page[HDR_LEN] == MAGIC)
+        let written = |b: u8| b == MAGIC || b == MAGIC_ORDERED;
+        page.len() >= 512 && (written(page[0]) || written(page[HDR_LEN]))
     }
 
     fn versions(&self, pgno: Pgno, page: &[u8]) -> Vec<VersionState> {
         let max_key = self.max_key_len(page.len());
+        // A header whose own checksum fails is not listed: its TID and
+        // fields are not to be trusted (a torn fresh page's bytes may
+        // carry a magic byte where a header would be).
         (0..2)
             .filter_map(|v| read_header(pgno, page, v))
-            .map(|(h, hdr_ok)| VersionState {
+            .filter(|&(_, hdr_ok)| hdr_ok)
+            .map(|(h, _)| VersionState {
                 index: h.v,
                 tid: h.tid,
-                record: (hdr_ok && h.flags & FLAG_COMMIT != 0).then_some(CommitRecord {
+                record: (h.flags & FLAG_COMMIT != 0).then_some(CommitRecord {
                     tid: h.tid,
                     txn_size: h.txn_size,
                     page_count: h.page_count,
                 }),
-                intact: hdr_ok
-                    && with_scratch(|sc| verify(pgno, page, &h, max_key, &mut sc.other).is_ok()),
+                intact: with_scratch(|sc| verify(pgno, page, &h, max_key, &mut sc.other).is_ok()),
             })
             .collect()
     }
@@ -1981,7 +2038,8 @@ impl InPageFormat for MvbtFormat {
                 }
             }
         }
-        if n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT) {
+        // A damaged version keeps the page checksum failing (C5).
+        if (n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT)) && self.versions_hold(pgno, page) {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
             n = n.max(1);
         }
@@ -2187,6 +2245,103 @@ mod tests {
         let p4 = enc(f, &leaf(&[("c", 4)]), Some(&p3), 4);
         let a = inspect(7, &p4).unwrap().1;
         assert!(a.iter().any(|c| c.key == b"a" && c.end == 4));
+    }
+
+    /// Rewrite version `v` of `page` as the first layout wrote it: magic
+    /// 0x3B, the body checksum one sum over the members in slot order.
+    fn to_first_layout(page: &mut [u8], v: usize) {
+        let Some((mut h, true)) = read_header(7, page, v) else {
+            panic!("no intact header {v}");
+        };
+        h.ordered = true;
+        let max_key = MvbtFormat::MVBT.max_key_len(PS);
+        h.body_crc = parse(7, page, &h, max_key, &mut Vec::new(), true).unwrap();
+        write_header(7, page, &h);
+        pagesum::seal(7, page, PAGE_SUM_AT);
+    }
+
+    #[test]
+    fn versions_of_the_first_layout_still_read_and_take_writes() {
+        let f = MvbtFormat::MVBT;
+        let n1 = leaf(&[("a", 4), ("b", 4), ("c", 4)]);
+        let mut p1 = enc(f, &n1, None, 1);
+        to_first_layout(&mut p1, 0);
+        assert_eq!(p1[0], MAGIC_ORDERED);
+        assert_eq!(dec(&p1, 1), n1);
+        // Its checksum is the ordered sum: the order-free one differs, and
+        // damage to a member is still found.
+        let h = read_header(7, &p1, 0).unwrap().0;
+        let spans = &mut Vec::new();
+        let unordered = Version {
+            ordered: false,
+            ..h
+        };
+        assert_ne!(
+            parse(7, &p1, &unordered, f.max_key_len(PS), spans, true).unwrap(),
+            h.body_crc
+        );
+        let mut bad = p1.clone();
+        let last = spans.iter().map(|sp| sp.off + sp.len).max().unwrap();
+        bad[last - 1] ^= 1;
+        assert!(verify(7, &bad, &h, f.max_key_len(PS), spans).is_err());
+        assert!(f.decode(7, &bad, &dctx(1)).is_err());
+        // A full write over it: the new version is of this layout, and
+        // both read.
+        let n2 = leaf(&[("a", 4), ("c", 4), ("d", 2)]);
+        let p2 = enc(f, &n2, Some(&p1), 2);
+        assert_eq!((p2[0], p2[HDR_LEN]), (MAGIC_ORDERED, MAGIC));
+        assert_eq!((dec(&p2, 1), dec(&p2, 2)), (n1.clone(), n2));
+        // A patch over it: the body is summed whole (a first-layout base
+        // cannot be patched), and both versions read.
+        let mut p3 = vec![0u8; PS];
+        let put = f.patch_leaf(
+            7,
+            &p1,
+            b"b",
+            LeafPatch::Put(b"bbbbbb"),
+            &BYTEWISE,
+            &ectx(2),
+            &mut p3,
+        );
+        assert_eq!(put.unwrap(), Some(Patched::Written { existed: true }));
+        assert_eq!(dec(&p3, 1), n1);
+        assert_eq!(dec(&p3, 2), leaf(&[("a", 4), ("b", 6), ("c", 4)]));
+        // A commit record embedded in it keeps its layout.
+        let mut p4 = p1.clone();
+        let rec = CommitRecord {
+            tid: 1,
+            txn_size: 1,
+            page_count: 9,
+        };
+        assert!(f.embed_commit(7, &mut p4, rec).unwrap());
+        assert_eq!(p4[0], MAGIC_ORDERED);
+        assert_eq!(dec(&p4, 1), n1);
+        assert!(f.versions(7, &p4).iter().all(|v| v.intact));
+    }
+
+    #[test]
+    fn a_torn_fresh_page_that_only_looks_versioned_is_zeroed_on_rollback() {
+        let f = MvbtFormat::LAZY;
+        // A fresh page of transaction 5 over stale bytes, its write torn:
+        // no envelope, and a magic byte where header 1 would start.
+        let mut page: Vec<u8> = (0..PS).map(|i| (i * 7 + 3) as u8).collect();
+        page[HDR_LEN] = MAGIC;
+        assert!(f.has_versions(&page) && f.versions(7, &page).is_empty());
+        assert!(f.roll_back_page(&mut page, 7, 5));
+        assert!(page.iter().all(|&b| b == 0));
+        // A page whose committed version is intact and whose page
+        // checksum a torn write broke (bytes no version uses) is
+        // resealed, not zeroed.
+        let n1 = leaf(&[("a", 4), ("b", 4)]);
+        let mut torn = enc(f, &n1, None, 1);
+        torn[PS / 2] ^= 0x5a;
+        assert!(f.roll_back_page(&mut torn, 7, 5));
+        assert_eq!(dec(&torn, 1), n1);
+        // One whose committed version is damaged is left failing.
+        let mut bad = enc(f, &n1, None, 1);
+        bad[PS - 1] ^= 1;
+        assert!(!f.roll_back_page(&mut bad, 7, 5));
+        assert!(f.decode(7, &bad, &dctx(1)).is_err());
     }
 
     #[test]
