@@ -73,7 +73,7 @@ pub const FLIP_AT: usize = PAGE_SUM_AT + SUM_LEN;
 /// Offset of the first tombstone bitmap.
 pub const TB_AT: usize = FLIP_AT + 4;
 /// Magic byte of a version header written by this layout: its checksum
-/// sums one term per live record ([`record_term`]), in any order.
+/// sums one term per live record, in any order.
 pub const MAGIC: u8 = 0x16;
 /// Magic byte of the first layout's version header: its checksum is one
 /// crc32c over the live records in slot order. Still read and verified;
@@ -1828,12 +1828,12 @@ mod tests {
         let n3 = leaf(&[("a", 10), ("b", 6), ("c", 10)]);
         assert_eq!(f.decode(7, &p3, &dctx(2)).unwrap(), n3);
         // A commit record embedded in it keeps its layout.
-        let mut p4 = p1.clone();
         let rec = CommitRecord {
             tid: 1,
             txn_size: 1,
             page_count: 9,
         };
+        let mut p4 = p1.clone();
         assert!(f.embed_commit(7, &mut p4, rec).unwrap());
         assert_eq!(p4[v * HDR_LEN], MAGIC_ORDERED);
         assert_eq!(f.decode(7, &p4, &dctx(1)).unwrap(), n1);

@@ -78,7 +78,7 @@ pub const PAGE_SUM_AT: usize = 2 * HDR_LEN;
 /// Offset of the first membership bitmap.
 pub const MAP_AT: usize = PAGE_SUM_AT + 8;
 /// Magic byte of a version header written by this layout: its body
-/// checksum sums one term per member ([`member_term`]), in any order.
+/// checksum sums one term per member, in any order.
 pub const MAGIC: u8 = 0x3C;
 /// Magic byte of the first layout's version header: its body checksum is
 /// one crc32c over the members in slot order. Still read and verified;
