@@ -977,9 +977,9 @@ fn settle_root<P: PageWrite + ?Sized>(
         return Ok(());
     }
     // The root's content moves down to a new page. The half a split kept
-    // in place fits there but not always on a fresh page (LS-MVBT: the
-    // cells the split ended free the reserved cell in place; a fresh page
-    // keeps it): it then moves down as two halves.
+    // in place fits there but not always on a fresh page (a format may
+    // free room in place that a fresh page keeps, as \[LSM\] §4.3's
+    // reserved cell once cells ended): it then moves down as two halves.
     let mut lower = None;
     let first = if placed.first == root {
         let content = (*p.node(root, order)?).clone();

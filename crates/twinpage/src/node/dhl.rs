@@ -1623,19 +1623,10 @@ impl DhlFormat {
                 n += 1;
             }
         }
-        if n > 0 && self.live_versions_intact(pgno, page) {
+        if n > 0 && self.versions_intact(pgno, page) {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
         }
         n
-    }
-
-    /// Whether every version not invalidated passes its checksum: only
-    /// then may the page checksum be sealed (C5).
-    fn live_versions_intact(&self, pgno: Pgno, page: &[u8]) -> bool {
-        let max_key = self.max_key_len(page.len());
-        (0..2)
-            .filter_map(|s| read_slot(page, s))
-            .all(|h| h.tid == INV || verified(pgno, page, &h, max_key).is_ok())
     }
 
     /// Recovery's repair of one page once the FCC is decided: invalidate
@@ -1672,8 +1663,7 @@ impl DhlFormat {
                 n += 1;
             }
         }
-        if (n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT))
-            && self.live_versions_intact(pgno, page)
+        if (n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT)) && self.versions_intact(pgno, page)
         {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
             n += usize::from(n == 0);

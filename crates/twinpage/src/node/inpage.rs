@@ -92,6 +92,16 @@ pub trait InPageFormat: NodeFormat + Clone + Default + 'static {
     /// checksum of their own leaves out a header that fails it.
     fn versions(&self, pgno: Pgno, page: &[u8]) -> Vec<VersionState>;
 
+    /// Whether every version not invalidated passes its own checksum, as
+    /// [`InPageFormat::versions`] lists them: only then may rollback or
+    /// repair seal the page checksum over them (C5), so that a read that
+    /// finds it intact need not sum the visible version again.
+    fn versions_intact(&self, pgno: Pgno, page: &[u8]) -> bool {
+        self.versions(pgno, page)
+            .iter()
+            .all(|v| v.tid == INV || v.intact)
+    }
+
     /// Which version a reader at FCC `fcc` sees, if the page's version
     /// headers parse.
     fn visible(&self, pgno: Pgno, page: &[u8], fcc: u64) -> Option<usize>;

@@ -1444,22 +1444,10 @@ impl IpsFormat {
                 n += 1;
             }
         }
-        if n > 0 && self.live_versions_intact(pgno, page) {
+        if n > 0 && self.versions_intact(pgno, page) {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
         }
         n
-    }
-
-    /// Whether every version not invalidated passes its checksum: only
-    /// then is the page checksum sealed (C5), so that a read that finds
-    /// it intact need not sum the visible version again.
-    fn live_versions_intact(&self, pgno: Pgno, page: &[u8]) -> bool {
-        let max_key = self.max_key_len(page.len());
-        (0..2).filter_map(|v| read_version(page, v)).all(|h| {
-            !h.valid()
-                || with_scratch(|sc| verify(pgno, page, &h, max_key, &BYTEWISE, &mut sc.other))
-                    .is_ok()
-        })
     }
 }
 
@@ -1675,10 +1663,7 @@ impl InPageFormat for IpsFormat {
                     .is_err()
         });
         // A damaged version keeps the page checksum failing (C5).
-        if n == 0
-            && !pagesum::verify(pgno, page, PAGE_SUM_AT)
-            && self.live_versions_intact(pgno, page)
-        {
+        if n == 0 && !pagesum::verify(pgno, page, PAGE_SUM_AT) && self.versions_intact(pgno, page) {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
             n = 1;
         }

@@ -1787,21 +1787,10 @@ impl MvbtFormat {
                 }
             }
         }
-        if n > 0 && self.versions_hold(pgno, page) {
+        if n > 0 && self.versions_intact(pgno, page) {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
         }
         n
-    }
-
-    /// Whether every valid version whose header holds passes its own
-    /// checksum: only then is the page checksum sealed over them (C5), so
-    /// that a read that finds it intact need not sum the version again.
-    fn versions_hold(&self, pgno: Pgno, page: &[u8]) -> bool {
-        let max_key = self.max_key_len(page.len());
-        (0..2)
-            .filter_map(|v| read_header(pgno, page, v))
-            .filter(|&(h, hdr_ok)| hdr_ok && h.valid())
-            .all(|(h, _)| with_scratch(|sc| verify(pgno, page, &h, max_key, &mut sc.other)).is_ok())
     }
 }
 
@@ -2041,7 +2030,8 @@ impl InPageFormat for MvbtFormat {
             }
         }
         // A damaged version keeps the page checksum failing (C5).
-        if (n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT)) && self.versions_hold(pgno, page) {
+        if (n > 0 || !pagesum::verify(pgno, page, PAGE_SUM_AT)) && self.versions_intact(pgno, page)
+        {
             pagesum::seal(pgno, page, PAGE_SUM_AT);
             n = n.max(1);
         }
