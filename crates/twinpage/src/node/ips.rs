@@ -489,8 +489,6 @@ struct Scratch {
     new: Vec<usize>,
     /// Slots of the base version tombstoned by the new one.
     tomb: Vec<usize>,
-    /// Live records of the new version, (slot, offset, length).
-    live: Vec<(usize, usize, usize)>,
     /// The base's live records' byte runs, sorted (`free_gaps`' scratch).
     runs: Vec<(usize, usize)>,
     /// Where each of `new` goes (its record offset), in `new`'s order.
@@ -1309,7 +1307,6 @@ impl IpsFormat {
                 sc.place.push(at);
             }
         }
-        sc.live.clear();
         for (&i, &at) in sc.new.iter().zip(&sc.place) {
             put_cell(node, i, out, at);
             let s = slot_at(ps, sc.slots[i]);
@@ -1346,61 +1343,52 @@ impl IpsFormat {
         out[FLIP_AT..TB_AT].copy_from_slice(&[plan.v as u8, 0, 0, 0]);
         // The checksum, patched from the base's when it is of this layout:
         // the head term swapped, the terms of the base's records this
-        // version does not keep off, the new records' on. Else summed: the
-        // base's kept records and the new ones.
+        // version does not keep off, the new records' on. Else summed over
+        // the live records: the base's kept ones and the new ones.
+        let kept = sc
+            .spans
+            .iter()
+            .zip(&sc.kept)
+            .filter(|_| plan.base.is_some());
+        let new = sc.new.iter().zip(&sc.place);
+        let new = new.map(|(&i, &at)| (sc.slots[i], at, sc.lens[i]));
+        let live = kept
+            .clone()
+            .filter(|(_, &k)| k)
+            .map(|(s, _)| (s.4, s.0, s.1))
+            .chain(new.clone());
         h.crc = match (plan.base.filter(|b| !b.ordered), base) {
             (Some(b), Some(bp)) if sc.kept.len() == sc.spans.len() => {
                 let crc = b
                     .crc
                     .wrapping_sub(head_term(pgno, bp, b.v))
                     .wrapping_add(head_term(pgno, out, plan.v));
-                let gone = sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| !k);
+                let gone = kept.filter(|(_, &k)| !k);
                 let crc = gone.fold(crc, |c, (s, _)| {
                     c.wrapping_sub(record_term(bp, s.4, s.0, s.1))
                 });
-                let crc = sc.new.iter().zip(&sc.place).fold(crc, |c, (&i, &at)| {
-                    c.wrapping_add(record_term(out, sc.slots[i], at, sc.lens[i]))
+                let crc = new.fold(crc, |c, (slot, at, len)| {
+                    c.wrapping_add(record_term(out, slot, at, len))
                 });
-                #[cfg(debug_assertions)]
-                {
-                    // Over a sound base, the patched sum is the summed one.
-                    let max_key = self.max_key_len(ps);
-                    let sound = parse(
+                // Over a sound base, the patched sum is the summed one.
+                debug_assert!(
+                    parse(
                         pgno,
                         bp,
                         &b,
-                        max_key,
+                        self.max_key_len(ps),
                         &BYTEWISE,
-                        &mut sc.other,
-                        Parse::Verify,
+                        &mut Vec::new(),
+                        Parse::Verify
                     )
                     .ok()
-                        == Some(b.crc);
-                    let kept = sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| k);
-                    let live = kept.map(|(s, _)| (s.4, s.0, s.1)).chain(
-                        sc.new
-                            .iter()
-                            .zip(&sc.place)
-                            .map(|(&i, &at)| (sc.slots[i], at, sc.lens[i])),
-                    );
-                    debug_assert!(
-                        !sound || crc == version_sum(pgno, out, plan.v, live),
-                        "patched version checksum, page {pgno}"
-                    );
-                }
+                        != Some(b.crc)
+                        || crc == version_sum(pgno, out, plan.v, live),
+                    "patched version checksum, page {pgno}"
+                );
                 crc
             }
-            _ => {
-                if plan.base.is_some() {
-                    for (s, _) in sc.spans.iter().zip(&sc.kept).filter(|(_, &k)| k) {
-                        sc.live.push((s.4, s.0, s.1));
-                    }
-                }
-                for (&i, &at) in sc.new.iter().zip(&sc.place) {
-                    sc.live.push((sc.slots[i], at, sc.lens[i]));
-                }
-                version_sum(pgno, out, plan.v, sc.live.iter().copied())
-            }
+            _ => version_sum(pgno, out, plan.v, live),
         };
         write_header(out, &h);
         match base.filter(|_| plan.base.is_some() && sc.new.len() <= PATCH_RECORDS) {
