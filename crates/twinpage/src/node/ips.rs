@@ -1378,7 +1378,7 @@ impl IpsFormat {
                         &b,
                         self.max_key_len(ps),
                         &BYTEWISE,
-                        &mut Vec::new(),
+                        &mut sc.other,
                         Parse::Verify
                     )
                     .ok()
