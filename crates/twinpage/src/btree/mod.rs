@@ -1122,16 +1122,21 @@ fn modify<P: PageWrite + ?Sized>(
             if let Some(ov) = placed.overflow.take() {
                 // The child overflows (`spread`): its siblings take the
                 // cells, or it splits.
-                let (mut cells, mut right) = (cells.clone(), *right);
+                let (mut cells, right) = (cells.clone(), *right);
                 let appended = idx == cells.len();
-                if let Some(n) = spread(p, &mut cells, right, idx, ov.node, order)? {
-                    let append = Append::from(ov.appended);
-                    let placed = split_node(p, child, n, append, false, cfg, order)?;
-                    absorb(&mut cells, &mut right, idx, placed);
+                match spread(p, &mut cells, right, idx, ov.node, order)? {
+                    None => {
+                        let node = Node::Interior { cells, right };
+                        let placed = store(p, pgno, node, appended, depth == 0, cfg, order)?;
+                        return Ok((existed, placed));
+                    }
+                    // A split changes this node as any other child's
+                    // split does (below: one cell more, one child moved).
+                    Some(n) => {
+                        let append = Append::from(ov.appended);
+                        placed = split_node(p, child, n, append, false, cfg, order)?;
+                    }
                 }
-                let node = Node::Interior { cells, right };
-                let placed = store(p, pgno, node, appended, depth == 0, cfg, order)?;
-                return Ok((existed, placed));
             }
             let split = placed.split.is_some();
             let moved = split || placed.first != child;

@@ -910,6 +910,37 @@ fn put_body(node: &Node, i: usize, out: &mut [u8], at: usize) {
     }
 }
 
+/// A cell a patch adds ([`MvbtFormat::patch_write`]): a leaf's plain
+/// cell (a whole key, an inline value), or cell `i` of an interior node.
+enum NewCell<'a> {
+    Plain { key: &'a [u8], value: &'a [u8] },
+    Of { node: &'a Node, i: usize },
+}
+
+impl NewCell<'_> {
+    /// The cell's flags byte (its first).
+    fn flags(&self) -> u8 {
+        match self {
+            NewCell::Plain { .. } => 0,
+            NewCell::Of { node, i } => match node {
+                Node::Leaf(_) => 0,
+                Node::Interior { cells, .. } if *i < cells.len() => CELL_INTERIOR,
+                Node::Interior { .. } => CELL_INTERIOR | CELL_RIGHT,
+            },
+        }
+    }
+
+    /// Write the cell's body (after its life span) at `out[at..]`.
+    fn put(&self, out: &mut [u8], at: usize) {
+        match self {
+            NewCell::Plain { key, value } => {
+                cell::put_plain_leaf(out, at, key, value);
+            }
+            NewCell::Of { node, i } => put_body(node, *i, out, at),
+        }
+    }
+}
+
 /// Whether the base cell `sp` stores `key` (an identity) of the kind
 /// `flags`, against its first 8 bytes `pfx`.
 fn key_eq(sp: &Span, page: &[u8], flags: u8, pfx: u64, key: &[u8]) -> bool {
@@ -1597,50 +1628,88 @@ impl MvbtFormat {
         if !intact {
             return None;
         }
+        let new = match (new_len, patch) {
+            (Some(len), LeafPatch::Put(value)) => Some((NewCell::Plain { key, value }, len)),
+            _ => None,
+        };
+        self.patch_write(pgno, base, b, ends, new.as_slice(), largest, ctx, out, sc)?;
+        Some(Patched::Written {
+            existed: found.is_some(),
+        })
+    }
+
+    /// The write step of [`MvbtFormat::patch_version`] and
+    /// [`MvbtFormat::patch_interior`], over the base version `b` whose
+    /// members `sc.spans` holds (none written at or after T): the member
+    /// `ends` ends at T, the cells `new` (with their encoded lengths,
+    /// prefix included) are added in that order where
+    /// [`MvbtFormat::plan`] would place them, lazy GC drops what it
+    /// drops. `largest`: the longest live cell (LS-MVBT's reserved buffer,
+    /// when nothing ends). The new version's body checksum is patched from
+    /// the base's, the page checksum too. `None` declines: no slot, no
+    /// room.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_write(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        b: Version,
+        ends: Option<usize>,
+        new: &[(NewCell<'_>, usize)],
+        largest: usize,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Option<()> {
+        let (ps, tid) = (ctx.page_size, ctx.tid);
         let horizon = ctx.horizon;
         let drop = |sp: &Span| sp.end != INV && sp.end <= horizon;
-        // A new cell's slot: the lowest entry the base does not use.
+        // New cells' slots: the lowest entries the base does not use, in
+        // order, then past its slot array.
         let max = max_slots(ps);
-        let slot = (0..b.nslots)
-            .find(|&i| !member(base, ps, b.v, i))
-            .unwrap_or(b.nslots);
-        let mut members = usize::from(new_len.is_some());
-        let mut nslots = if new_len.is_some() { slot + 1 } else { 0 };
+        let mut slots = [0usize; 2];
+        let mut next = 0;
+        for s in slots.iter_mut().take(new.len()) {
+            while next < b.nslots && member(base, ps, b.v, next) {
+                next += 1;
+            }
+            *s = next;
+            next += 1;
+        }
+        let mut members = new.len();
+        let mut nslots = new.len().checked_sub(1).map_or(0, |k| slots[k] + 1);
         for sp in sc.spans.iter().filter(|sp| !drop(sp)) {
             members += 1;
             nslots = nslots.max(sp.slot + 1);
         }
         let lo = slot_at(ps, nslots.max(b.nslots));
-        if slot >= max || sc.spans.iter().any(|sp| sp.off < lo) {
+        if new.len() > slots.len() || nslots > max || sc.spans.iter().any(|sp| sp.off < lo) {
             return None;
         }
-        // Placed as `plan` places it, with the room it keeps for the next
-        // writers: two root stubs and (LS-MVBT, when no cell ends) one
-        // more cell of the node's largest size.
-        let new = match new_len {
-            Some(need) => {
-                let (mut gap_hi, first) =
-                    free_space(lo, ps, &sc.spans, &mut sc.used, &mut sc.holes);
-                let off = place_cell(&mut sc.holes[first..], &mut gap_hi, lo, need)?;
-                let (mut reserve, mut slots) = (2 * STUB, 2);
-                if self.reserve && ends.is_none() {
-                    reserve += largest.max(need) + 2;
-                    slots += 1;
-                }
-                if gap_hi - lo < reserve || max - members < slots {
-                    return None;
-                }
-                Some((slot, off, need))
+        // Placed as `plan` places them, with the room it keeps for the
+        // next writers: two root stubs and (LS-MVBT, when no cell ends)
+        // one more cell of the node's largest size.
+        let mut offs = [0usize; 2];
+        if !new.is_empty() {
+            let (mut gap_hi, first) = free_space(lo, ps, &sc.spans, &mut sc.used, &mut sc.holes);
+            for (o, &(_, need)) in offs.iter_mut().zip(new) {
+                *o = place_cell(&mut sc.holes[first..], &mut gap_hi, lo, need)?;
             }
-            None => None,
-        };
+            let (mut reserve, mut want) = (2 * STUB, 2);
+            if self.reserve && ends.is_none() {
+                let need = new.iter().map(|&(_, n)| n).max().unwrap_or(0);
+                reserve += largest.max(need) + 2;
+                want += 1;
+            }
+            if gap_hi - lo < reserve || max - members < want {
+                return None;
+            }
+        }
         out.copy_from_slice(base);
         let w = 1 - b.v;
         sc.ranges.clear();
         sc.ranges.extend(version_ranges(ps, w));
         sc.members.clear();
-        // The base's members' share of its body message, and where the
-        // ended cell's end field lies in it (BodyPatch).
         // The members whose checksum terms change (BodyPatch): the
         // dropped ones, the one that ends, and any the base summed with
         // its end as ∞ (a later writer's, rolled back), now summed as
@@ -1664,21 +1733,24 @@ impl MvbtFormat {
             }
             sc.members.push(m);
         }
-        if let (Some((slot, off, len)), LeafPatch::Put(v)) = (new, patch) {
-            out[off] = 0;
+        for ((cell, len), (&slot, &off)) in new.iter().zip(slots.iter().zip(&offs)) {
+            out[off] = cell.flags();
             out[off + 1..off + END_AT].copy_from_slice(&tid.to_be_bytes());
             out[off + END_AT..off + PREFIX].copy_from_slice(&INV.to_be_bytes());
-            cell::put_plain_leaf(out, off + PREFIX, key, v);
+            cell.put(out, off + PREFIX);
             let s = slot_at(ps, slot);
             out[s..s + 2].copy_from_slice(&(off as u16).to_be_bytes());
-            sc.members.push((slot, off, len));
-            sc.came.push((slot, off, len));
+            sc.members.push((slot, off, *len));
+            sc.came.push((slot, off, *len));
             sc.ranges.extend([(s, s + 2), (off, off + len)]);
         }
-        let body = Some(BodyPatch { base: b, max_key });
+        let body = Some(BodyPatch {
+            base: b,
+            max_key: self.max_key_len(ps),
+        });
         let h = Version {
             v: w,
-            kind: LEAF,
+            kind: b.kind,
             nslots,
             members,
             flags: 0,
@@ -1690,16 +1762,110 @@ impl MvbtFormat {
             ordered: false,
         };
         finish_version(pgno, Some(base), out, h, sc, body);
-        Some(Patched::Written {
-            existed: found.is_some(),
-        })
+        Some(())
+    }
+
+    /// An interior `node` that is the committed version of `base`
+    /// (verified since it was read) with one child moved or split (the
+    /// pager's hint, [`LeafChange::Child`], [`LeafChange::Split`]), written
+    /// as [`MvbtFormat::plan`] would write it without pairing every cell
+    /// or sorting them: the live cell of the moved child's key ends at T,
+    /// the changed cells are added. False declines (the full layout
+    /// decides): a key that overflows, a live cell of the new key, a count
+    /// that does not fit the hint, an end or start a later transaction
+    /// wrote, no room.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_interior(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        node: &Node,
+        ch: LeafChange,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let (ps, tid) = (ctx.page_size, ctx.tid);
+        let Node::Interior { cells, right } = node else {
+            return false;
+        };
+        let n = cells.len() + 1;
+        // The node's new cells (in node order) and the one of them whose
+        // key the base holds with another child.
+        let (first, moved) = match ch {
+            LeafChange::Child(i) if i < n => (i, i),
+            LeafChange::Split(i) if i + 1 < n => (i, i + 1),
+            _ => return false,
+        };
+        if base.len() != ps || out.len() != ps || ps < 512 || tid == INV || cells.is_empty() {
+            return false;
+        }
+        let max_key = self.max_key_len(ps);
+        let plain = |i: usize| {
+            cells
+                .get(i)
+                .is_none_or(|c| c.key.chain().is_none() && c.key.len() <= max_key)
+        };
+        if !(first..=moved).all(plain) {
+            return false;
+        }
+        let Ok(b) = Self::base_version(Some(pgno), base, tid) else {
+            return false;
+        };
+        if b.kind != INTERIOR || parse(pgno, base, &b, max_key, &mut sc.spans, false).is_err() {
+            return false;
+        }
+        let key_of = |i: usize| -> (u8, &[u8]) {
+            match cells.get(i) {
+                Some(c) => (CELL_INTERIOR, &c.key),
+                None => (CELL_INTERIOR | CELL_RIGHT, &[]),
+            }
+        };
+        let (mflags, mkey) = key_of(moved);
+        let (nflags, nkey) = key_of(first);
+        let (mpfx, npfx) = (key_prefix(mkey), key_prefix(nkey));
+        let (mut found, mut live) = (None, 0);
+        for (j, sp) in sc.spans.iter().enumerate() {
+            if sp.start >= tid || (sp.end != INV && sp.end >= tid) {
+                return false;
+            }
+            if sp.end != INV {
+                continue;
+            }
+            live += 1;
+            if first != moved && key_eq(sp, base, nflags, npfx, nkey) {
+                return false;
+            }
+            if key_eq(sp, base, mflags, mpfx, mkey) {
+                if found.is_some() || cell::key_overflows_at(base, sp.off + PREFIX, false) {
+                    return false;
+                }
+                found = Some(j);
+            }
+        }
+        let Some(j) = found else {
+            return false;
+        };
+        // The moved child is another page (else the full layout keeps
+        // the cell), and the base holds every other cell once.
+        let child = cells.get(moved).map_or(*right, |c| c.child);
+        let end = sc.spans[j].off + sc.spans[j].len;
+        if base[end - 4..end] == child.to_be_bytes() || live + (moved - first) != n {
+            return false;
+        }
+        let new = [first, moved].map(|i| (NewCell::Of { node, i }, PREFIX + body_len(node, i)));
+        let new = &new[..=moved - first];
+        self.patch_write(pgno, base, b, Some(j), new, 0, ctx, out, sc)
+            .is_some()
     }
 
     /// A leaf `node` that is the committed version of `base` (verified
     /// since it was read) with one value replaced or one cell inserted
     /// (the pager's hint, [`EncodeCtx::leaf_change`]), written as
-    /// [`MvbtFormat::patch_version`] writes that put: no pairing of every
-    /// cell, no sort. False declines (`out` unspecified).
+    /// [`MvbtFormat::patch_version`] writes that put; an interior one with
+    /// a child moved or split, as [`MvbtFormat::patch_interior`] writes
+    /// it: no pairing of every cell, no sort. False declines (`out`
+    /// unspecified).
     fn patch_hinted(
         &self,
         pgno: Pgno,
@@ -1709,10 +1875,14 @@ impl MvbtFormat {
         out: &mut [u8],
         sc: &mut Scratch,
     ) -> bool {
-        let (Some(base), Some(ch), true, Node::Leaf(cells)) =
-            (base, ctx.leaf_change, ctx.base_verified, node)
-        else {
+        let (Some(base), Some(ch), true) = (base, ctx.leaf_change, ctx.base_verified) else {
             return false;
+        };
+        let cells = match node {
+            Node::Leaf(cells) => cells,
+            Node::Interior { .. } => {
+                return self.patch_interior(pgno, base, node, ch, ctx, out, sc)
+            }
         };
         let (i, existed) = match ch {
             LeafChange::Value(i) => (i, true),
@@ -2757,6 +2927,151 @@ mod tests {
         assert!(
             patched > 300 && hinted > 300,
             "only {patched} patches, {hinted} hinted"
+        );
+    }
+
+    /// Over interior pages a random history of full encodes left (dead
+    /// cells, holes, both formats, two page sizes), a hinted child move or
+    /// split ([`MvbtFormat::patch_interior`]) writes what the full encode
+    /// of the changed node writes, byte for byte, or declines.
+    #[test]
+    fn interior_patches_write_what_the_full_encode_writes() {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand::rngs::StdRng::seed_from_u64(41);
+        let mut page_no = 1000;
+        let mut fresh = || {
+            page_no += 1;
+            page_no
+        };
+        // A random change of `cells`/`right`: a child moved (a cell's or
+        // the right one) or a child split (a new key below the next one).
+        let change = |r: &mut rand::rngs::StdRng,
+                      cells: &mut Vec<InteriorCell>,
+                      right: &mut Pgno,
+                      fresh: &mut dyn FnMut() -> Pgno|
+         -> LeafChange {
+            let i = r.random_range(0..=cells.len());
+            let lo = if i == 0 {
+                0
+            } else {
+                u32::from_be_bytes(cells[i - 1].key[..4].try_into().unwrap())
+            };
+            let hi = cells.get(i).map_or(u32::MAX, |c| {
+                u32::from_be_bytes(c.key[..4].try_into().unwrap())
+            });
+            if r.random_bool(0.5) && hi - lo > 1 {
+                let k = r.random_range(lo + 1..hi);
+                let mut key = k.to_be_bytes().to_vec();
+                key.extend(std::iter::repeat_n(b'x', r.random_range(0..20)));
+                let left = cells.get(i).map_or(*right, |c| c.child);
+                let left = if r.random_bool(0.5) { left } else { fresh() };
+                match cells.get_mut(i) {
+                    Some(c) => c.child = fresh(),
+                    None => *right = fresh(),
+                }
+                cells.insert(
+                    i,
+                    InteriorCell {
+                        key: key.into(),
+                        child: left,
+                    },
+                );
+                LeafChange::Split(i)
+            } else {
+                match cells.get_mut(i) {
+                    Some(c) => c.child = fresh(),
+                    None => *right = fresh(),
+                }
+                LeafChange::Child(i)
+            }
+        };
+        let (mut patched, mut declined) = (0, 0);
+        for trial in 0..1500 {
+            let f = [MvbtFormat::MVBT, MvbtFormat::LAZY][trial % 2];
+            let ps = [512, 1024, 4096][trial % 3];
+            let mut cells: Vec<InteriorCell> = Vec::new();
+            let mut right = fresh();
+            for _ in 0..r.random_range(1..=4) {
+                change(&mut r, &mut cells, &mut right, &mut fresh);
+            }
+            let node = Node::Interior {
+                cells: cells.clone(),
+                right,
+            };
+            let mut page = vec![0u8; ps];
+            if !f
+                .encode_if_fits(9, &node, None, &EncodeCtx::new(ps, 1, true), &mut page)
+                .unwrap()
+            {
+                continue;
+            }
+            let mut tid = 1;
+            for _ in 0..r.random_range(0..=12) {
+                let t = tid + r.random_range(1..=2);
+                let (mut c, mut rt) = (cells.clone(), right);
+                change(&mut r, &mut c, &mut rt, &mut fresh);
+                let mut ctx = EncodeCtx::new(ps, t, true);
+                ctx.horizon = r.random_range(0..t);
+                let mut out = vec![0u8; ps];
+                let node = Node::Interior {
+                    cells: c.clone(),
+                    right: rt,
+                };
+                if !f
+                    .encode_if_fits(9, &node, Some(&page), &ctx, &mut out)
+                    .unwrap()
+                {
+                    break;
+                }
+                (page, cells, right, tid) = (out, c, rt, t);
+            }
+            let t = tid + r.random_range(1..=2);
+            let (mut c, mut rt) = (cells.clone(), right);
+            let ch = change(&mut r, &mut c, &mut rt, &mut fresh);
+            let node = Node::Interior {
+                cells: c,
+                right: rt,
+            };
+            let mut ctx = EncodeCtx::new(ps, t, true);
+            ctx.horizon = r.random_range(0..t + 2);
+            let mut full = vec![0u8; ps];
+            let fits = f
+                .encode_if_fits(9, &node, Some(&page), &ctx, &mut full)
+                .unwrap();
+            ctx.base_verified = true;
+            let mut out = vec![0xEEu8; ps];
+            let done = with_scratch(|sc| f.patch_interior(9, &page, &node, ch, &ctx, &mut out, sc));
+            if done {
+                assert!(
+                    fits && out == full,
+                    "trial {trial}: {ch:?} patched unlike the full encode"
+                );
+                let dctx = DecodeCtx {
+                    page_size: ps,
+                    ..dctx(t.max(ctx.horizon))
+                };
+                assert_eq!(f.decode(9, &out, &dctx).unwrap(), node, "trial {trial}");
+                patched += 1;
+            } else {
+                declined += 1;
+            }
+            // Through the hint, the same bytes either way.
+            ctx.leaf_change = Some(ch);
+            let mut hinted = vec![0x11u8; ps];
+            assert_eq!(
+                f.encode_if_fits(9, &node, Some(&page), &ctx, &mut hinted)
+                    .unwrap(),
+                fits
+            );
+            assert!(
+                !fits || hinted == full,
+                "trial {trial}: hinted {ch:?} unlike the full encode"
+            );
+        }
+        eprintln!("interior patches: {patched} patched, {declined} declined");
+        assert!(
+            patched > 500,
+            "only {patched} patched ({declined} declined)"
         );
     }
 
