@@ -13,9 +13,97 @@
 
 use super::{Pager, WritePages};
 use crate::base::freelist::{be, parse_trunk, trunk_capacity};
+use crate::base::pgmap::PgnoSet;
 use crate::base::{Error, Pgno, Result};
 use crate::page::{PageRead, PageWrite};
 use std::ops::Deref;
+use std::sync::Arc;
+
+/// A write transaction's in-memory free list: the committed list itself,
+/// shared, until the transaction takes a page from it or adds one; then
+/// a copy of its own without the pages held back for old readers (P9,
+/// P13; the committed list includes them). Most single-row transactions
+/// never copy it, so their cost does not grow with the list.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TxnFree {
+    /// The committed list while it is unchanged, held pages included
+    /// (`own` is then unused).
+    shared: Option<Arc<Vec<Pgno>>>,
+    own: Vec<Pgno>,
+}
+
+impl TxnFree {
+    /// The committed list, shared.
+    pub(crate) fn shared(list: Arc<Vec<Pgno>>) -> Self {
+        TxnFree {
+            shared: Some(list),
+            own: Vec::new(),
+        }
+    }
+
+    /// A list of the transaction's own (held pages excluded).
+    pub(crate) fn owned(list: Vec<Pgno>) -> Self {
+        TxnFree {
+            shared: None,
+            own: list,
+        }
+    }
+
+    /// Every free page, `held` ones included.
+    pub(crate) fn all_pages(&self, held: &PgnoSet) -> Vec<Pgno> {
+        match &self.shared {
+            Some(list) => list.to_vec(),
+            None => self.own.iter().chain(held).copied().collect(),
+        }
+    }
+
+    /// Whether no page is free but `held` ones.
+    pub(crate) fn is_empty(&self, held: &PgnoSet) -> bool {
+        match &self.shared {
+            Some(list) => list.len() <= held.len(),
+            None => self.own.is_empty(),
+        }
+    }
+
+    /// The list to change: if still shared, copied into `buffer()` first,
+    /// less the pages in `held`.
+    pub(crate) fn changing(
+        &mut self,
+        buffer: impl FnOnce() -> Vec<Pgno>,
+        held: &PgnoSet,
+    ) -> &mut Vec<Pgno> {
+        if let Some(list) = self.shared.take() {
+            self.own = buffer();
+            self.own.clear();
+            match held.is_empty() {
+                true => self.own.extend_from_slice(&list),
+                false => self
+                    .own
+                    .extend(list.iter().copied().filter(|p| !held.contains(p))),
+            }
+        }
+        &mut self.own
+    }
+
+    /// The transaction's own list, or `None` if it never changed the
+    /// committed one.
+    pub(crate) fn into_changed(self) -> Option<Vec<Pgno>> {
+        self.shared.is_none().then_some(self.own)
+    }
+
+    /// The list as a vector of its own, less the pages in `held` (a copy
+    /// if shared).
+    pub(crate) fn into_vec(mut self, held: &PgnoSet) -> Vec<Pgno> {
+        self.changing(Vec::new, held);
+        self.own
+    }
+}
+
+/// The buffer the committed list replaced at the last commit (for a
+/// transaction's copy: none allocated per transaction).
+fn spare_buffer(pager: &Pager) -> Vec<Pgno> {
+    std::mem::take(&mut pager.shared.lock().free_spare)
+}
 
 fn corrupt<R: Deref<Target = Pager>>(wp: &WritePages<R>, pgno: Pgno, what: String) -> Error {
     Error::corrupt(wp.pager.db.path.display().to_string(), pgno, what)
@@ -29,10 +117,13 @@ fn capacity_for<R: Deref<Target = Pager>>(wp: &WritePages<R>) -> usize {
 /// Take a page from the free list, or grow the file by one page.
 pub fn allocate<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<Pgno> {
     if let Some(free) = &mut wp.st.free {
-        if let Some(p) = free.pop() {
-            // Pages held back for old readers (P9, P13) are free too.
-            wp.st.header.freelist_count = (free.len() + wp.st.held.len()) as u32;
-            return Ok(p);
+        if !free.is_empty(&wp.st.held) {
+            let list = free.changing(|| spare_buffer(&wp.pager), &wp.st.held);
+            if let Some(p) = list.pop() {
+                // Pages held back for old readers (P9, P13) are free too.
+                wp.st.header.freelist_count = (list.len() + wp.st.held.len()) as u32;
+                return Ok(p);
+            }
         }
     }
     let head = wp.st.header.freelist_head;
@@ -68,8 +159,12 @@ pub fn allocate<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<Pgno
 /// Return pages to the free list (at commit).
 pub fn release<R: Deref<Target = Pager>>(wp: &mut WritePages<R>, pages: &[Pgno]) -> Result<()> {
     if let Some(free) = &mut wp.st.free {
-        free.extend_from_slice(pages);
-        wp.st.header.freelist_count = (free.len() + wp.st.held.len()) as u32;
+        // Nothing freed: the list and its count are the committed ones.
+        if !pages.is_empty() {
+            let list = free.changing(|| spare_buffer(&wp.pager), &wp.st.held);
+            list.extend_from_slice(pages);
+            wp.st.header.freelist_count = (list.len() + wp.st.held.len()) as u32;
+        }
         return Ok(());
     }
     let cap = capacity_for(wp);
@@ -103,9 +198,10 @@ pub fn release<R: Deref<Target = Pager>>(wp: &mut WritePages<R>, pages: &[Pgno])
 /// commit still carries that commit's proof (P13); when only such pages
 /// are free, the trunk is a new page at the end of the file.
 pub fn persist<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<()> {
-    let Some(mut free) = wp.st.free.take() else {
+    let Some(free) = wp.st.free.take() else {
         return Ok(());
     };
+    let mut free = free.into_vec(&wp.st.held);
     let mut held: Vec<Pgno> = wp.st.held.iter().copied().collect();
     held.sort_unstable();
     // Lowest pages last in the chain's leaves: allocation pops from the
@@ -141,7 +237,7 @@ pub fn persist<R: Deref<Target = Pager>>(wp: &mut WritePages<R>) -> Result<()> {
     }
     wp.st.header.freelist_head = head;
     wp.st.header.freelist_count = total;
-    wp.st.free = Some(Vec::new());
+    wp.st.free = Some(TxnFree::default());
     wp.st.held.clear();
     Ok(())
 }

@@ -105,6 +105,7 @@ mod savepoint;
 mod spare;
 
 use alloc::Alloc;
+use freelist::TxnFree;
 pub use savepoint::Savepoint;
 
 use spare::Spare;
@@ -185,8 +186,9 @@ struct Shared {
     readers: BTreeMap<Tid, usize>,
     /// The committed free list, when the mode keeps it in memory
     /// ([`FreeListPolicy::Volatile`]); the header's trunk fields are then 0
-    /// and its count mirrors this list.
-    free: Option<Vec<Pgno>>,
+    /// and its count mirrors this list. Write transactions share it until
+    /// they change it ([`freelist::TxnFree`]).
+    free: Option<Arc<Vec<Pgno>>>,
     /// Pages of `free` that commit `Tid` freed while a reader of an older
     /// snapshot was open (P9): not reused until every such reader is gone.
     held: Vec<(Tid, Pgno)>,
@@ -504,7 +506,7 @@ impl Pager {
         if profile.multi_writer {
             let mut sh = pager.shared.lock();
             let free = sh.free.take().unwrap_or_default();
-            *pager.alloc.lock() = Alloc::new(sh.header.page_count, &free);
+            *pager.alloc.lock() = Alloc::new(sh.header.page_count, free.as_slice());
         }
         Ok(pager)
     }
@@ -596,7 +598,7 @@ impl Pager {
         let mut sh = self.shared.lock();
         sh.header.freelist_head = 0;
         sh.header.freelist_count = list.len() as u32;
-        sh.free = Some(list);
+        sh.free = Some(Arc::new(list));
         Ok(())
     }
 
@@ -1167,19 +1169,17 @@ impl Pager {
         }
         self.enter_writer()?;
         let (header, free, held) = {
-            let mut sh = self.shared.lock();
+            let mut guard = self.shared.lock();
+            let sh = &mut *guard;
             let oldest = sh.readers.keys().next().copied().unwrap_or(Tid::MAX);
             // Pages freed by T are reusable once every reader sees T (P9),
             // pages retired in place once a later commit exists (P13).
             let fcc = sh.header.fcc;
             sh.held.retain(|&(t, _)| t > oldest.min(fcc));
             let held: PgnoSet = sh.held.iter().map(|&(_, p)| p).collect();
-            let mut copy = std::mem::take(&mut sh.free_spare);
-            let free = sh.free.as_ref().map(|f| {
-                copy.clear();
-                copy.extend(f.iter().copied().filter(|p| !held.contains(p)));
-                copy
-            });
+            // The committed list is the transaction's, shared until it
+            // changes (no copy per transaction).
+            let free = sh.free.as_ref().map(|f| TxnFree::shared(Arc::clone(f)));
             let h = sh.header;
             if self.profile.snapshot_reads {
                 // The writer reads this snapshot: a checkpoint keeps it.
@@ -1615,12 +1615,21 @@ impl Pager {
         }
         let mut sh = self.shared.lock();
         sh.header = st.header;
-        if let Some(mut all) = st.free.take() {
+        if let Some(free) = st.free.take() {
             // The working list becomes the committed one (the transaction
-            // is over); the replaced list's buffer is kept for the next.
-            all.extend(st.held.iter().copied());
-            if let Some(old) = sh.free.replace(all) {
-                sh.free_spare = old;
+            // is over); the replaced list's buffer is kept for the next. A
+            // list shared and unchanged is the committed one, held pages
+            // included.
+            if let Some(mut all) = free.into_changed() {
+                all.extend(st.held.iter().copied());
+                let sh = &mut *sh;
+                match sh.free.as_mut().and_then(Arc::get_mut) {
+                    Some(list) => {
+                        std::mem::swap(list, &mut all);
+                        sh.free_spare = all;
+                    }
+                    None => sh.free = Some(Arc::new(all)),
+                }
             }
             // Readers of older snapshots may still descend into the pages
             // this commit freed (P9).
@@ -1757,7 +1766,7 @@ impl Pager {
             let mut wp = WritePages { pager: self, st };
             if self.profile.multi_writer {
                 // No other writer is open (closing, or opening).
-                wp.st.free = Some(self.alloc.lock().committed_free());
+                wp.st.free = Some(TxnFree::owned(self.alloc.lock().committed_free()));
             }
             let r = freelist::persist(&mut wp).and_then(|()| {
                 let st = &mut wp.st;
@@ -1788,7 +1797,7 @@ impl Pager {
         if self.profile.multi_writer {
             return Some(self.alloc.lock().committed_free());
         }
-        self.shared.lock().free.clone()
+        self.shared.lock().free.as_deref().cloned()
     }
 
     /// Mark the database cleanly closed (one small transaction through the
@@ -1995,7 +2004,7 @@ pub struct WriteState {
     /// Pages this transaction took from the free list or the file's end.
     allocated: PgnoSet,
     /// The working in-memory free list (volatile free-list modes).
-    free: Option<Vec<Pgno>>,
+    free: Option<TxnFree>,
     /// Free pages kept from reuse for older readers (P9), not in `free`.
     held: PgnoSet,
     exclusive: bool,
@@ -2314,9 +2323,7 @@ impl<R: Deref<Target = Pager>> PageRead for WritePages<R> {
     }
 
     fn free_pages(&self) -> Option<Vec<Pgno>> {
-        let mut all = self.st.free.clone()?;
-        all.extend(self.st.held.iter().copied());
-        Some(all)
+        Some(self.st.free.as_ref()?.all_pages(&self.st.held))
     }
 
     fn generation(&self) -> u64 {

@@ -20,7 +20,7 @@ pub struct Savepoint {
     header: Header,
     freed: Vec<Pgno>,
     allocated: PgnoSet,
-    free: Option<Vec<Pgno>>,
+    free: Option<super::freelist::TxnFree>,
     changed: PgnoMap<Option<LeafChange>>,
     spills: u64,
 }
