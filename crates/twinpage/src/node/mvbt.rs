@@ -1668,6 +1668,9 @@ impl MvbtFormat {
         // order, then past its slot array.
         let max = max_slots(ps);
         let mut slots = [0usize; 2];
+        if new.len() > slots.len() {
+            return None;
+        }
         let mut next = 0;
         for s in slots.iter_mut().take(new.len()) {
             while next < b.nslots && member(base, ps, b.v, next) {
@@ -1683,7 +1686,7 @@ impl MvbtFormat {
             nslots = nslots.max(sp.slot + 1);
         }
         let lo = slot_at(ps, nslots.max(b.nslots));
-        if new.len() > slots.len() || nslots > max || sc.spans.iter().any(|sp| sp.off < lo) {
+        if nslots > max || sc.spans.iter().any(|sp| sp.off < lo) {
             return None;
         }
         // Placed as `plan` places them, with the room it keeps for the
