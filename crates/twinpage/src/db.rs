@@ -1145,6 +1145,10 @@ impl WriteTxn {
             return Err(e);
         }
         let pages = self.pages.take().ok_or(Error::AlreadyFinished)?;
+        // A commit releases every savepoint; dropped first, their states
+        // (the free list among them) stop sharing the transaction's, which
+        // the commit can then hand on without a copy.
+        self.savepoints.clear();
         if self.catalog_changed {
             self.db.roots.lock().begin_change();
         }

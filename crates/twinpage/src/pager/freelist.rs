@@ -24,12 +24,27 @@ use std::sync::Arc;
 /// a copy of its own without the pages held back for old readers (P9,
 /// P13; the committed list includes them). Most single-row transactions
 /// never copy it, so their cost does not grow with the list.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct TxnFree {
     /// The committed list while it is unchanged, held pages included
     /// (`own` is then unused).
     shared: Option<Arc<Vec<Pgno>>>,
     own: Vec<Pgno>,
+}
+
+impl Clone for TxnFree {
+    fn clone(&self) -> Self {
+        TxnFree {
+            shared: self.shared.clone(),
+            own: self.own.clone(),
+        }
+    }
+
+    /// Reuses `own`'s buffer (a rollback to a savepoint allocates none).
+    fn clone_from(&mut self, source: &Self) {
+        self.shared.clone_from(&source.shared);
+        self.own.clone_from(&source.own);
+    }
 }
 
 impl TxnFree {
