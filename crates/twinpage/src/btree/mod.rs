@@ -1119,6 +1119,8 @@ fn modify<P: PageWrite + ?Sized>(
             let idx = child_index(cells, key, order);
             let child = child_at(cells, *right, idx);
             let (existed, mut placed) = modify(p, child, key, op, cfg, order, depth + 1)?;
+            // This node's cells, copied once it changes.
+            let mut copied = None;
             if let Some(ov) = placed.overflow.take() {
                 // The child overflows (`spread`): its siblings take the
                 // cells, or it splits.
@@ -1131,10 +1133,12 @@ fn modify<P: PageWrite + ?Sized>(
                         return Ok((existed, placed));
                     }
                     // A split changes this node as any other child's
-                    // split does (below: one cell more, one child moved).
+                    // split does (below: one cell more, one child moved);
+                    // a spread that gives up leaves the copy unchanged.
                     Some(n) => {
                         let append = Append::from(ov.appended);
                         placed = split_node(p, child, n, append, false, cfg, order)?;
+                        copied = Some(cells);
                     }
                 }
             }
@@ -1153,7 +1157,7 @@ fn modify<P: PageWrite + ?Sized>(
                 placed.settled = true;
                 return Ok((existed, placed));
             }
-            let (mut cells, mut right) = (cells.clone(), *right);
+            let (mut cells, mut right) = (copied.unwrap_or_else(|| cells.clone()), *right);
             let appended = idx == cells.len();
             let change = match split {
                 true => LeafChange::Split(idx),

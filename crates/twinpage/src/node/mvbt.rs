@@ -2934,7 +2934,7 @@ mod tests {
     }
 
     /// Over interior pages a random history of full encodes left (dead
-    /// cells, holes, both formats, two page sizes), a hinted child move or
+    /// cells, holes, both formats, three page sizes), a hinted child move or
     /// split ([`MvbtFormat::patch_interior`]) writes what the full encode
     /// of the changed node writes, byte for byte, or declines.
     #[test]
