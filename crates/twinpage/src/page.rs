@@ -4,7 +4,7 @@
 //! a reader's snapshot (`pager::ReadPages`) and for a writer's
 //! private pages (`pager::WritePages`).
 
-use crate::base::{KeyOrder, Pgno, Result};
+use crate::base::{Error, KeyOrder, Pgno, Result};
 use crate::node::{Bytes, EncodeCtx, LeafCell, LeafChange, LeafPatch, Node, NodeFormat, Value};
 use std::sync::Arc;
 
@@ -133,6 +133,33 @@ pub trait PageWrite: PageRead {
             return Ok(Some(node));
         }
         self.put_node(pgno, node)?;
+        Ok(None)
+    }
+    /// Put each of `nodes` at the page of `pages` in the same place if
+    /// every one fits there ([`PageWrite::fits`]), or hand them all back
+    /// with none put (an error may leave some put, as a failed put does).
+    /// A pager may place each once here instead of once for the test and
+    /// again when it encodes the page.
+    fn put_nodes_if_all_fit(
+        &mut self,
+        pages: &[Pgno],
+        nodes: Vec<Node>,
+    ) -> Result<Option<Vec<Node>>> {
+        if pages.len() != nodes.len() {
+            return Err(Error::Internal(format!(
+                "{} nodes for {} pages",
+                nodes.len(),
+                pages.len()
+            )));
+        }
+        for (&pg, n) in pages.iter().zip(&nodes) {
+            if !self.fits(pg, n)? {
+                return Ok(Some(nodes));
+            }
+        }
+        for (&pg, n) in pages.iter().zip(nodes) {
+            self.put_node(pg, n)?;
+        }
         Ok(None)
     }
     /// [`PageWrite::put_node_if_fits`] for a node that differs from the

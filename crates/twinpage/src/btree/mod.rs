@@ -816,13 +816,15 @@ fn spread<P: PageWrite + ?Sized>(
             (shares, seps)
         }
     };
-    for (&pg, share) in pages.iter().zip(&shares) {
-        if !p.fits(pg, share)? {
-            return Ok(Some(node));
-        }
-    }
-    for (&pg, share) in pages.iter().zip(shares) {
-        p.put_node(pg, share)?;
+    // The overflowing node's own page is tested first: it is the one most
+    // likely to refuse its share (a format that keeps the committed
+    // version's cells in the page cannot give their bytes back before
+    // the commit), and a refusal then costs no sibling's placement.
+    let (mut pages, mut shares) = (pages, shares);
+    pages.swap(0, idx - lo);
+    shares.swap(0, idx - lo);
+    if p.put_nodes_if_all_fit(&pages, shares)?.is_some() {
+        return Ok(Some(node));
     }
     // Leaf shares get new separators (the old ones go); interior shares
     // moved the old ones down and the boundary cells up.
@@ -1144,11 +1146,31 @@ fn modify<P: PageWrite + ?Sized>(
             }
             let split = placed.split.is_some();
             let moved = split || placed.first != child;
-            let may_rebalance = !split
-                && !placed.settled
-                && matches!(op, Op::Delete)
-                && existed
-                && underflows(p, cells, *right, idx, cfg, order)?.is_some();
+            let under = match !split && !placed.settled && matches!(op, Op::Delete) && existed {
+                true => underflows(p, cells, *right, idx, cfg, order)?,
+                false => None,
+            };
+            let may_rebalance = under.is_some();
+            if !moved && under == Some(true) && idx < cells.len() {
+                // An emptied leaf that is not the right child goes, with
+                // its separator: the next child takes its key range (it
+                // held no key), and nothing else changes. No sibling is
+                // rewritten, and the pager may patch this node instead of
+                // encoding every cell.
+                let mut cells = copied.unwrap_or_else(|| cells.clone());
+                give_back(p, child, cfg)?;
+                let gone = cells.remove(idx);
+                free_key(p, &gone.key)?;
+                let change = LeafChange::Dropped(idx);
+                let node = Node::Interior {
+                    cells,
+                    right: *right,
+                };
+                let rest = p.put_changed(pgno, node, change, true)?;
+                let placed = place(p, pgno, rest, Append::No, depth == 0, cfg, order)?;
+                note_in_place(p, pgno, &placed, change);
+                return Ok((existed, placed));
+            }
             if !moved && !may_rebalance {
                 // The child changed in place: this node stays as it is
                 // (no copy of its cells on the common path), and so does

@@ -310,6 +310,12 @@ fn interior_changes(
             ));
         }
     }
+    // A separator and its (emptied) child dropped.
+    if m < cells.len() {
+        let mut c = cells.to_vec();
+        c.remove(m);
+        out.push((LeafChange::Dropped(m), Node::Interior { cells: c, right }));
+    }
     out
 }
 
@@ -335,7 +341,7 @@ fn leaf_patch<'a>(
             }
         }
         LeafChange::Removed(i) => (before.get(i)?, LeafPatch::Delete { keep: 0 }),
-        LeafChange::Child(_) | LeafChange::Split(_) => return None,
+        LeafChange::Child(_) | LeafChange::Split(_) | LeafChange::Dropped(_) => return None,
     };
     cell.key
         .chain()
@@ -348,8 +354,8 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         let nodes = node_strategy(fmt, ps);
         // 1 and 2 on a fresh page; 4 and 1 over a committed image.
         let (fresh, over) = (AtomicUsize::new(0), AtomicUsize::new(0));
-        let patches = [0; 5].map(AtomicUsize::new);
-        let hinted = [0; 5].map(AtomicUsize::new);
+        let patches = [0; 6].map(AtomicUsize::new);
+        let hinted = [0; 6].map(AtomicUsize::new);
         let leaf_patched = AtomicUsize::new(0);
         let (long, long_over) = (AtomicUsize::new(0), AtomicUsize::new(0));
         runner(192)
@@ -415,6 +421,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                         LeafChange::Removed(_) => 2,
                         LeafChange::Child(_) => 3,
                         LeafChange::Split(_) => 4,
+                        LeafChange::Dropped(_) => 5,
                     };
                     let ctx = enc(ps, 8);
                     let mut out = vec![0xEEu8; ps];
@@ -467,6 +474,16 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
                                         fmt.name()
                                     )))
                                 }
+                                // Full: the full layout refuses the node.
+                                Some(Patched::Full) => {
+                                    let full = write(fmt, ps, &changed, Some(&page), 8)?;
+                                    prop_assert!(
+                                        full.is_none(),
+                                        "{}: {:?} found full, yet the node fits",
+                                        fmt.name(),
+                                        change
+                                    );
+                                }
                             }
                         }
                     }
@@ -503,7 +520,8 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         // The slotted formats patch each kind of change in place.
         let patches = patches.map(AtomicUsize::into_inner);
         assert!(
-            fmt.name() != "slotted" || patches.iter().all(|&n| n >= 16),
+            // (A dropped child is laid out whole: no in-place patch.)
+            fmt.name() != "slotted" || patches[..5].iter().all(|&n| n >= 16),
             "{} at {ps}: only {patches:?} in-place patches (value, insert, remove, child, split)",
             fmt.name()
         );
@@ -516,7 +534,7 @@ pub fn check_format(fmt: &'static dyn NodeFormat) {
         let hinted = hinted.map(AtomicUsize::into_inner);
         assert!(
             !fmt.needs_base() || hinted.iter().all(|&n| n >= 16),
-            "{} at {ps}: only {hinted:?} hinted writes (value, insert, remove, child, split)",
+            "{} at {ps}: only {hinted:?} hinted writes (value, insert, remove, child, split, dropped)",
             fmt.name()
         );
         let (long, long_over) = (long.into_inner(), long_over.into_inner());

@@ -1105,7 +1105,7 @@ impl DhlFormat {
                 return Some(Patched::Written { existed: true });
             }
             LeafChange::Removed(i) => (&[][..], LeafPatch::Delete { keep: 0 }, Ok(i)),
-            LeafChange::Child(_) | LeafChange::Split(_) => return None,
+            LeafChange::Child(_) | LeafChange::Split(_) | LeafChange::Dropped(_) => return None,
         };
         self.patch_at(pgno, base, key, patch, found, &vh, ctx, out, sc)
     }

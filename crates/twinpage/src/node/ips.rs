@@ -502,8 +502,10 @@ struct Scratch {
     /// A node cell's key identity when it is not the key
     /// (`cell::key_ident`).
     ident: Vec<u8>,
-    /// Set by [`IpsFormat::patch_record`] when it declined a new key for
-    /// want of room that the layout could not find either.
+    /// Set by [`IpsFormat::patch_record`] when it declined a new key, over
+    /// a base checked intact, for want of room that the layout could not
+    /// find either (a hinted encode then refuses the node; the leaf patch
+    /// reports [`Patched::Full`]).
     no_room: bool,
 }
 
@@ -815,6 +817,9 @@ impl IpsFormat {
         sc: &mut Scratch,
     ) -> Result<bool> {
         let n = node.len();
+        if let LeafChange::Dropped(_) = ch {
+            return Self::pair_dropped(at, node, base, b, ch, max_key, sc);
+        }
         // The split's new cell, and the cell whose child moved (none when
         // it is the right child, which the header holds).
         let (fresh, moved) = match ch {
@@ -864,6 +869,76 @@ impl IpsFormat {
                             && cell::node_cell_matches(node, i, base, (s.0, s.1), &mut Vec::new())
                     })
                 }),
+            "page {at}: the hint's interior node has a cell the base version lacks"
+        );
+        Ok(true)
+    }
+
+    /// [`IpsFormat::pair_interior`] for [`LeafChange::Dropped`]: one
+    /// committed record is gone, the others and the right child stay. The
+    /// record that goes is the one whose child the node no longer names:
+    /// the base's children sum (mod 2^32) to the node's plus that one, so
+    /// one scan of the records finds it, whatever the table's key order,
+    /// without comparing keys. False when the hint does not apply (no
+    /// record, or two, with that child; another right child).
+    #[allow(clippy::too_many_arguments)]
+    fn pair_dropped(
+        at: Pgno,
+        node: &Node,
+        base: &[u8],
+        b: &Version,
+        ch: LeafChange,
+        max_key: usize,
+        sc: &mut Scratch,
+    ) -> Result<bool> {
+        let Node::Interior { cells, right } = node else {
+            return Ok(false);
+        };
+        let n = cells.len();
+        if n == 0 || b.kind != INTERIOR || !ch.fits_interior(n, b.live) || b.right != *right {
+            return Ok(false);
+        }
+        parse(at, base, b, max_key, &BYTEWISE, &mut sc.spans, Parse::Slots)?;
+        // An interior record ends with its child (`node::cell`).
+        let child_of = |s: &Span| be32(base, s.0 + s.1 - 4);
+        if sc.spans.iter().any(|s| s.1 < 5) {
+            return Ok(false);
+        }
+        let sum = |a: u32, c: u32| a.wrapping_add(c);
+        let gone_child = sc
+            .spans
+            .iter()
+            .map(child_of)
+            .fold(0, sum)
+            .wrapping_sub(cells.iter().map(|c| c.child).fold(0, sum));
+        let mut gone = None;
+        for (j, s) in sc.spans.iter().enumerate() {
+            if child_of(s) == gone_child {
+                if gone.is_some() {
+                    return Ok(false);
+                }
+                gone = Some(j);
+            }
+        }
+        let Some(j) = gone else {
+            return Ok(false);
+        };
+        sc.kept.clear();
+        sc.kept.resize(sc.spans.len(), true);
+        sc.kept[j] = false;
+        sc.lens.clear();
+        sc.lens.resize(n, 0);
+        debug_assert!(
+            (0..n).all(|i| {
+                let mut id = Vec::new();
+                let key = cell::key_ident(cell_key(node, i), &mut id);
+                let len = cell_len(node, i);
+                sc.spans.iter().zip(&sc.kept).any(|(s, &k)| {
+                    k && base[s.2..s.3] == *key
+                        && s.1 == len
+                        && cell::node_cell_matches(node, i, base, (s.0, s.1), &mut Vec::new())
+                })
+            }),
             "page {at}: the hint's interior node has a cell the base version lacks"
         );
         Ok(true)
@@ -1005,12 +1080,18 @@ impl IpsFormat {
     /// slot, and tombstones the record it replaces; a delete tombstones
     /// the record. The new version's metadata (header, tombstone bitmap)
     /// goes to the other half, and F flips to it. The key is found by a
-    /// scan of the live records in slot order (they are not in key order).
-    /// A record that is not plain, or no room to append (the logical
-    /// view's in-page garbage collection makes room), declines. The version
-    /// checksum is patched from the committed one (a removed record summed
-    /// over the shorter side of the message), the page checksum over the
-    /// bytes written.
+    /// scan of the live records in slot order (they are not in key order),
+    /// unless `absent` is the base version's live record count: the caller
+    /// vouches that those records lack the key (the logical view it read
+    /// from this verified base), and a put with room to append skips the
+    /// scan (and so does not look at the other records). With no room to
+    /// append, a put goes where the in-page garbage collection would put
+    /// it (docs/modes/ips.md §5), or, for a new key that finds no room
+    /// there either, declines with [`Scratch::no_room`] set. A record that
+    /// is not plain declines. The version checksum is patched from the
+    /// committed one (the head term swapped, the tombstoned record's term
+    /// off, the new record's on), the page checksum over the bytes
+    /// written.
     #[allow(clippy::too_many_arguments)]
     fn patch_record(
         &self,
@@ -1019,6 +1100,7 @@ impl IpsFormat {
         key: &[u8],
         patch: LeafPatch<'_>,
         order: &dyn KeyOrder,
+        absent: Option<usize>,
         ctx: &EncodeCtx,
         out: &mut [u8],
         sc: &mut Scratch,
@@ -1039,54 +1121,79 @@ impl IpsFormat {
             return None;
         }
         let max_key = self.max_key_len(ps);
-        sc.spans.clear();
-        let mut found = None;
-        // Bytewise, a record's key is compared as an integer of its first
-        // eight bytes before any byte comparison.
-        let pfx = cell::key_prefix(key);
-        for i in 0..b.nslots {
-            if tombstoned(base, ps, b.v, i) {
-                continue;
-            }
-            let off = be16(base, slot_at(ps, i));
-            if off < b.free || off >= ps {
-                return None;
-            }
-            let (ks, vs, end) = Reader::new(base, off, ps, pgno).plain_leaf(max_key)?;
-            let k = &base[ks..vs];
-            let same = match order.bytewise() {
-                true => k.len() == key.len() && cell::key_prefix(k) == pfx && k == key,
-                false => order.compare(k, key).is_eq(),
-            };
-            if same && found.is_none() {
-                found = Some(sc.spans.len());
-            }
-            sc.spans.push((off, end - off, ks, vs, i));
-        }
-        if sc.spans.len() != b.live {
-            return None;
-        }
-        let intact = || ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
-        // The record appended (its length), and the one tombstoned.
-        let (len, gone) = match (patch, found) {
-            (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
-            (LeafPatch::Delete { keep }, Some(j)) => {
-                let left: usize =
-                    sc.spans.iter().map(|s| 2 + s.1).sum::<usize>() - 2 - sc.spans[j].1;
-                if b.live < 2 || left < keep {
-                    return None;
-                }
-                (0, Some(j))
-            }
-            (LeafPatch::Put(value), found) => {
+        // The length of a put's record, and whether it can be appended
+        // below the records in a new slot (§3.2.1).
+        let len = match patch {
+            LeafPatch::Delete { .. } => 0,
+            LeafPatch::Put(value) => {
                 let (klen, vlen) = (key.len(), value.len());
                 if klen > max_key || klen >= 1 << 14 || vlen >= 1 << 14 {
                     return None;
                 }
-                let len =
-                    1 + cell::varint_len(klen as u64) + cell::varint_len(vlen as u64) + klen + vlen;
-                (len, found)
+                1 + cell::varint_len(klen as u64) + cell::varint_len(vlen as u64) + klen + vlen
             }
+        };
+        let appendable = len > 0
+            && b.nslots < max_slots(ps)
+            && b.free >= len
+            && b.free - len >= slot_at(ps, b.nslots + 1);
+        // A put of a key the caller vouches the base version lacks, with
+        // room to append: nothing to find and nothing to tombstone, so no
+        // walk of the records (the committed page was verified, and the
+        // first layout's in-order checksum needs every record's place).
+        let append_only = absent == Some(b.live) && appendable && !b.ordered && ctx.base_verified;
+        // The live records' spans are kept only where they are needed: the
+        // first layout's checksum, and the holes of a put with no room to
+        // append. The walk itself counts them and their bytes.
+        let keep_spans = b.ordered || (len > 0 && !appendable);
+        sc.spans.clear();
+        let mut found: Option<Span> = None;
+        let (mut live, mut bytes) = (0, 0);
+        if !append_only {
+            // Bytewise, a record's key is compared as an integer of its
+            // first eight bytes before any byte comparison.
+            let pfx = cell::key_prefix(key);
+            let bytewise = order.bytewise();
+            let tb = tb_at(ps, b.v);
+            for i in 0..b.nslots {
+                if base[tb + i / 8] & (0x80 >> (i % 8)) != 0 {
+                    continue;
+                }
+                let off = be16(base, slot_at(ps, i));
+                if off < b.free || off >= ps {
+                    return None;
+                }
+                let (ks, vs, end) = Reader::new(base, off, ps, pgno).plain_leaf(max_key)?;
+                let k = &base[ks..vs];
+                let same = match bytewise {
+                    true => k.len() == key.len() && cell::key_prefix(k) == pfx && k == key,
+                    false => order.compare(k, key).is_eq(),
+                };
+                if same && found.is_none() {
+                    found = Some((off, end - off, ks, vs, i));
+                }
+                if keep_spans {
+                    sc.spans.push((off, end - off, ks, vs, i));
+                }
+                live += 1;
+                bytes += end - off;
+            }
+            if live != b.live {
+                return None;
+            }
+            bytes += 2 * live;
+        }
+        let intact = || ctx.base_verified || pagesum::verify(pgno, base, PAGE_SUM_AT);
+        // The record tombstoned.
+        let gone = match (patch, found) {
+            (LeafPatch::Delete { .. }, None) => return intact().then_some(Patched::Absent),
+            (LeafPatch::Delete { keep }, Some(g)) => {
+                if b.live < 2 || bytes - 2 - g.1 < keep {
+                    return None;
+                }
+                Some(g)
+            }
+            (LeafPatch::Put(_), found) => found,
         };
         // Where a put's record goes: appended below the records in a new
         // slot (§3.2.1), or, with no room there, as the in-page garbage
@@ -1094,12 +1201,7 @@ impl IpsFormat {
         // committed version does not use, in a slot it tombstoned.
         let place = match len {
             0 => None,
-            _ if b.nslots < max_slots(ps)
-                && b.free >= len
-                && b.free - len >= slot_at(ps, b.nslots + 1) =>
-            {
-                Some((b.nslots, b.free - len))
-            }
+            _ if appendable => Some((b.nslots, b.free - len)),
             _ => {
                 let slot = (0..b.nslots)
                     .find(|&i| tombstoned(base, ps, b.v, i))
@@ -1120,7 +1222,9 @@ impl IpsFormat {
                 let Some(gap) = sc.holes.iter().rev().find(|g| g.1 - g.0 >= len) else {
                     // The layout's in-page garbage collection places a new
                     // record exactly so: it would not fit there either.
-                    sc.no_room = found.is_none();
+                    // Said only of a base checked intact (`Patched::Full`
+                    // is a patch's verdict on a verified page).
+                    sc.no_room = found.is_none() && intact();
                     return None;
                 };
                 Some((slot, gap.1 - len))
@@ -1133,8 +1237,8 @@ impl IpsFormat {
         let v = 1 - b.v;
         let (old_tb, tb, tbl) = (tb_at(ps, b.v), tb_at(ps, v), tb_len(ps));
         out.copy_within(old_tb..old_tb + tbl, tb);
-        if let Some(j) = gone {
-            let s = sc.spans[j].4;
+        if let Some(g) = gone {
+            let s = g.4;
             out[tb + s / 8] |= 0x80 >> (s % 8);
         }
         let mut ranges = [
@@ -1208,7 +1312,8 @@ impl IpsFormat {
 
     /// The checksum of the version [`IpsFormat::patch_record`] wrote to
     /// half `v` of `out`, from the committed version `b`'s (live records
-    /// `spans`): the head term changes (header and tombstone bitmap),
+    /// `spans`, kept when `b` is of the first layout): the head term
+    /// changes (header and tombstone bitmap),
     /// record `gone`'s term comes off and `new`'s (slot, offset, length)
     /// goes on. Over a base of the first layout, whose checksum is summed
     /// in order, the new version is summed whole.
@@ -1220,23 +1325,22 @@ impl IpsFormat {
         b: &Version,
         v: usize,
         spans: &[Span],
-        gone: Option<usize>,
+        gone: Option<Span>,
         new: Option<(usize, usize, usize)>,
     ) -> u32 {
         if b.ordered {
+            // `spans` holds every live record of the base (slots unique).
             let kept = spans
                 .iter()
-                .enumerate()
-                .filter(|&(j, _)| Some(j) != gone)
-                .map(|(_, s)| (s.4, s.0, s.1));
+                .filter(|s| gone.is_none_or(|g| g.4 != s.4))
+                .map(|s| (s.4, s.0, s.1));
             return version_sum(pgno, out, v, kept.chain(new));
         }
         let mut crc = b
             .crc
             .wrapping_sub(head_term(pgno, base, b.v))
             .wrapping_add(head_term(pgno, out, v));
-        if let Some(j) = gone {
-            let s = &spans[j];
+        if let Some(s) = gone {
             crc = crc.wrapping_sub(record_term(base, s.4, s.0, s.1));
         }
         if let Some((slot, at, len)) = new {
@@ -1261,12 +1365,17 @@ impl IpsFormat {
         if let (Some(b), Node::Leaf(cells), Some(LeafChange::Value(i) | LeafChange::Inserted(i))) =
             (base, node, ctx.leaf_change.filter(|_| ctx.base_verified))
         {
+            // A new key: the base version holds the others, and not it.
+            let absent = match ctx.leaf_change {
+                Some(LeafChange::Inserted(_)) => cells.len().checked_sub(1),
+                _ => None,
+            };
             let plain = cells.get(i).filter(|c| c.key.chain().is_none());
             if let Some(Value::Inline(v)) = plain.map(|c| &c.value) {
                 let put = LeafPatch::Put(&v[..]);
                 let key = &cells[i].key[..];
                 if self
-                    .patch_record(pgno, b, key, put, &BYTEWISE, ctx, out, sc)
+                    .patch_record(pgno, b, key, put, &BYTEWISE, absent, ctx, out, sc)
                     .is_some()
                 {
                     return Ok(true);
@@ -1531,7 +1640,13 @@ impl NodeFormat for IpsFormat {
         out: &mut [u8],
     ) -> Result<Option<Patched>> {
         Ok(with_scratch(|sc| {
-            self.patch_record(pgno, base, key, patch, order, ctx, out, sc)
+            let done = self.patch_record(pgno, base, key, patch, order, None, ctx, out, sc);
+            // A new key with no room even after the in-page garbage
+            // collection: the layout would not place it either.
+            match done {
+                None if sc.no_room => Some(Patched::Full),
+                done => done,
+            }
         }))
     }
 
@@ -2178,5 +2293,96 @@ mod tests {
             let _ = f.repair(&mut p, 7, 3);
             let _ = f.fits(&leaf(&[("a", 1)]), Some(&p), &ectx(4));
         }
+    }
+
+    /// A put of a key the logical view says is new, over a verified base
+    /// (the pager's `Inserted` hint), skips the walk of the records: it
+    /// must write the bytes the walking patch writes, and a page that
+    /// decodes to the node.
+    #[test]
+    fn a_hinted_insert_writes_what_the_walking_patch_writes() {
+        use rand::{Rng, SeedableRng};
+        let f = IpsFormat;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(43);
+        let (mut skipped, mut tid) = (0, 1);
+        let mut node = leaf(&[("m", 10)]);
+        let mut page = enc(&node, None, tid);
+        for _ in 0..3000 {
+            tid += 1;
+            let Node::Leaf(cells) = &node else {
+                unreachable!()
+            };
+            let mut cells = cells.clone();
+            let key = vec![b'a' + rng.random_range(0..26u8), rng.random()];
+            let at = match cells.binary_search_by(|c| c.key[..].cmp(&key[..])) {
+                // An existing key: replace or delete it (tombstones, holes).
+                Ok(j) => {
+                    match rng.random_bool(0.5) && cells.len() > 1 {
+                        true => drop(cells.remove(j)),
+                        false => {
+                            cells[j].value = Value::Inline(vec![1; rng.random_range(1..30)].into())
+                        }
+                    }
+                    let next = Node::Leaf(cells);
+                    let mut out = vec![0u8; PS];
+                    if !f
+                        .encode_if_fits(7, &next, Some(&page), &ectx(tid), &mut out)
+                        .unwrap()
+                    {
+                        (node, page) = (leaf(&[("m", 10)]), enc(&leaf(&[("m", 10)]), None, tid));
+                    } else {
+                        (node, page) = (next, out);
+                    }
+                    continue;
+                }
+                Err(j) => j,
+            };
+            let value = vec![7u8; rng.random_range(1..30)];
+            cells.insert(
+                at,
+                LeafCell {
+                    key: key.clone().into(),
+                    value: Value::Inline(value.clone().into()),
+                },
+            );
+            let next = Node::Leaf(cells);
+            let mut ctx = ectx(tid);
+            ctx.base_verified = true;
+            ctx.leaf_change = Some(LeafChange::Inserted(at));
+            let mut hinted = vec![0u8; PS];
+            let fits = f
+                .encode_if_fits(7, &next, Some(&page), &ctx, &mut hinted)
+                .unwrap();
+            let mut walked = vec![0u8; PS];
+            let patch = LeafPatch::Put(&value);
+            let w = with_scratch(|sc| {
+                f.patch_record(
+                    7,
+                    &page,
+                    &key,
+                    patch,
+                    &BYTEWISE,
+                    None,
+                    &ctx,
+                    &mut walked,
+                    sc,
+                )
+            });
+            if w.is_some() {
+                assert!(
+                    fits,
+                    "the walking patch placed what the hinted write refused"
+                );
+                assert_eq!(hinted, walked, "hinted insert {tid}");
+                skipped += 1;
+            }
+            if !fits {
+                (node, page) = (leaf(&[("m", 10)]), enc(&leaf(&[("m", 10)]), None, tid));
+                continue;
+            }
+            assert_eq!(f.decode(7, &hinted, &dctx(tid)).unwrap(), next);
+            (node, page) = (next, hinted);
+        }
+        assert!(skipped > 500, "only {skipped} hinted inserts compared");
     }
 }

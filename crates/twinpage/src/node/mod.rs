@@ -186,10 +186,14 @@ pub enum Patched {
     },
     /// The key to delete is not in the leaf: nothing to write.
     Absent,
+    /// The put does not fit in the page, and the full layout of the
+    /// changed node would refuse it too (nothing written): the caller
+    /// need not lay the node out to learn that it splits.
+    Full,
 }
 
 /// One change to a node (see [`EncodeCtx::leaf_change`]): the first three
-/// to a leaf, the last two to an interior node.
+/// to a leaf, the last three to an interior node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeafChange {
     /// Cell `i` has a new value (same key).
@@ -207,6 +211,10 @@ pub enum LeafChange {
     /// when `i + 1` is the cell count); the other cells are the committed
     /// ones, in order.
     Split(usize),
+    /// Interior: the committed cell `i` (a separator and its child, never
+    /// the right child) is gone, its child emptied and dropped; the other
+    /// cells and the right child are the committed ones, in order.
+    Dropped(usize),
 }
 
 impl LeafChange {
@@ -227,7 +235,7 @@ impl LeafChange {
                 std::cmp::Ordering::Greater => Some(j - 1),
             },
             LeafChange::Removed(c) => Some(if j < c { j } else { j + 1 }),
-            LeafChange::Child(_) | LeafChange::Split(_) => None,
+            LeafChange::Child(_) | LeafChange::Split(_) | LeafChange::Dropped(_) => None,
         }
     }
 
@@ -239,7 +247,7 @@ impl LeafChange {
             LeafChange::Value(c) | LeafChange::Removed(c) if b == c => None,
             LeafChange::Inserted(c) if b >= c => Some(b + 1),
             LeafChange::Removed(c) if b > c => Some(b - 1),
-            LeafChange::Child(_) | LeafChange::Split(_) => None,
+            LeafChange::Child(_) | LeafChange::Split(_) | LeafChange::Dropped(_) => None,
             _ => Some(b),
         }
     }
@@ -251,7 +259,7 @@ impl LeafChange {
             LeafChange::Value(c) => c < n && base_n == n,
             LeafChange::Inserted(c) => c < n && base_n + 1 == n,
             LeafChange::Removed(c) => c < base_n && base_n == n + 1,
-            LeafChange::Child(_) | LeafChange::Split(_) => false,
+            LeafChange::Child(_) | LeafChange::Split(_) | LeafChange::Dropped(_) => false,
         }
     }
 
@@ -261,6 +269,7 @@ impl LeafChange {
         match self {
             LeafChange::Child(c) => c <= n && base_n == n,
             LeafChange::Split(c) => c < n && base_n + 1 == n,
+            LeafChange::Dropped(c) => c < base_n && base_n == n + 1,
             _ => false,
         }
     }
@@ -383,9 +392,12 @@ pub trait NodeFormat: Send + Sync {
     /// is patched. `Ok(None)`, with `out` unspecified, declines (the cell
     /// or the page is not one the format patches, the change does not fit
     /// or would leave the leaf below [`LeafPatch::Delete`]'s `keep`): the
-    /// caller goes through the logical view. A base not verified since it
-    /// was read (`ctx.base_verified`) is verified first, or declined: a
-    /// patch may not seal damage it never checked. The default declines.
+    /// caller goes through the logical view. `Ok(Some(Patched::Full))`,
+    /// with `out` unspecified: the put does not fit, and the format's
+    /// layout of the changed node would refuse it too. A base not verified
+    /// since it was read (`ctx.base_verified`) is verified first, or
+    /// declined: a patch may not seal damage it never checked, nor report
+    /// on it. The default declines.
     #[allow(clippy::too_many_arguments)]
     fn patch_leaf(
         &self,

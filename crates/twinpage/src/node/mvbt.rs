@@ -855,6 +855,9 @@ struct Scratch {
     ident: Vec<u8>,
     /// Members of another version (verification).
     other: Vec<Span>,
+    /// Set when [`MvbtFormat::patch_write`] declined for want of a slot or
+    /// of room, where [`MvbtFormat::plan`] would decline too.
+    no_room: bool,
 }
 
 thread_local! {
@@ -1552,8 +1555,9 @@ impl MvbtFormat {
     /// drops what it drops. The new version's checksum is summed, the page
     /// checksum patched. `None` declines (the full layout decides): a live
     /// cell that is not plain, an end or start a later transaction wrote
-    /// (a spill, a rollback), a key too long to store whole, no room, or a
-    /// delete below `keep`.
+    /// (a spill, a rollback), a key too long to store whole, or a delete
+    /// below `keep`. A put with no slot or room where `plan` would look is
+    /// [`Patched::Full`] (with [`Scratch::no_room`] set).
     #[allow(clippy::too_many_arguments)]
     fn patch_version(
         &self,
@@ -1632,7 +1636,14 @@ impl MvbtFormat {
             (Some(len), LeafPatch::Put(value)) => Some((NewCell::Plain { key, value }, len)),
             _ => None,
         };
-        self.patch_write(pgno, base, b, ends, new.as_slice(), largest, ctx, out, sc)?;
+        sc.no_room = false;
+        if self
+            .patch_write(pgno, base, b, ends, new.as_slice(), largest, ctx, out, sc)
+            .is_none()
+        {
+            // No slot or room where the layout would look either.
+            return sc.no_room.then_some(Patched::Full);
+        }
         Some(Patched::Written {
             existed: found.is_some(),
         })
@@ -1671,6 +1682,8 @@ impl MvbtFormat {
         if new.len() > slots.len() {
             return None;
         }
+        // Every decline below is one `plan` makes for the same write.
+        sc.no_room = true;
         let mut next = 0;
         for s in slots.iter_mut().take(new.len()) {
             while next < b.nslots && member(base, ps, b.v, next) {
@@ -1708,6 +1721,7 @@ impl MvbtFormat {
                 return None;
             }
         }
+        sc.no_room = false;
         out.copy_from_slice(base);
         let w = 1 - b.v;
         sc.ranges.clear();
@@ -1792,6 +1806,9 @@ impl MvbtFormat {
         let Node::Interior { cells, right } = node else {
             return false;
         };
+        if let LeafChange::Dropped(_) = ch {
+            return self.patch_dropped(pgno, base, cells, *right, ctx, out, sc);
+        }
         let n = cells.len() + 1;
         // The node's new cells (in node order) and the one of them whose
         // key the base holds with another child.
@@ -1859,6 +1876,72 @@ impl MvbtFormat {
         let new = [first, moved].map(|i| (NewCell::Of { node, i }, PREFIX + body_len(node, i)));
         let new = &new[..=moved - first];
         self.patch_write(pgno, base, b, Some(j), new, 0, ctx, out, sc)
+            .is_some()
+    }
+
+    /// [`MvbtFormat::patch_interior`] for [`LeafChange::Dropped`]: the
+    /// interior node `cells`/`right` is the committed version of `base`
+    /// with one separator cell gone (its child emptied and dropped). The
+    /// live cell that ends at T is the one whose child the node no longer
+    /// names: the live cells' children (the rightmost child's cell
+    /// included) sum, mod 2^32, to the node's plus that one. Nothing is
+    /// added, so the write always has room. False declines: no live cell,
+    /// or two, with that child, the rightmost child's cell, counts that do
+    /// not fit, an end or start a later transaction wrote.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_dropped(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        cells: &[InteriorCell],
+        right: Pgno,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let (ps, tid) = (ctx.page_size, ctx.tid);
+        // The root's last resort (no cells) is the layout's to place.
+        if base.len() != ps || out.len() != ps || ps < 512 || tid == INV || cells.is_empty() {
+            return false;
+        }
+        let max_key = self.max_key_len(ps);
+        let Ok(b) = Self::base_version(Some(pgno), base, tid) else {
+            return false;
+        };
+        if b.kind != INTERIOR || parse(pgno, base, &b, max_key, &mut sc.spans, false).is_err() {
+            return false;
+        }
+        // An interior cell ends with its child (`node::cell`).
+        let child_of = |sp: &Span| be32(base, sp.off + sp.len - 4);
+        let (mut live, mut sum) = (0, 0u32);
+        for sp in &sc.spans {
+            if sp.start >= tid || (sp.end != INV && sp.end >= tid) || sp.len < PREFIX + 5 {
+                return false;
+            }
+            if sp.end == INV {
+                live += 1;
+                sum = sum.wrapping_add(child_of(sp));
+            }
+        }
+        // The node's cells and its rightmost child's, plus the one gone.
+        let node_sum = cells.iter().fold(right, |a, c| a.wrapping_add(c.child));
+        let gone = sum.wrapping_sub(node_sum);
+        if live != cells.len() + 2 {
+            return false;
+        }
+        let mut found = None;
+        for (j, sp) in sc.spans.iter().enumerate() {
+            if sp.end == INV && child_of(sp) == gone {
+                if found.is_some() || sp.flags & CELL_RIGHT != 0 {
+                    return false;
+                }
+                found = Some(j);
+            }
+        }
+        let Some(j) = found else {
+            return false;
+        };
+        self.patch_write(pgno, base, b, Some(j), &[], 0, ctx, out, sc)
             .is_some()
     }
 
@@ -2032,8 +2115,21 @@ impl NodeFormat for MvbtFormat {
             return Err(Error::Internal(format!("MVBT write with TID {}", ctx.tid)));
         }
         with_scratch(|sc| {
+            sc.no_room = false;
             if self.patch_hinted(pgno, node, base, ctx, out, sc) {
                 return Ok(true);
+            }
+            if sc.no_room {
+                // The patch placed the change as the layout would and
+                // found no room: the layout would not either (no second
+                // parse and plan of the page to learn it).
+                debug_assert!(
+                    !self
+                        .write_version(pgno, node, base, ctx, out, sc)
+                        .unwrap_or(false),
+                    "patch found no room where the layout did, page {pgno}"
+                );
+                return Ok(false);
             }
             self.write_version(pgno, node, base, ctx, out, sc)
         })
@@ -2909,6 +3005,7 @@ mod tests {
                     patched += 1;
                 }
                 Some(Patched::Absent) => assert!(change.is_none(), "trial {trial}: {change:?}"),
+                Some(Patched::Full) => assert!(!fits, "trial {trial}: {change:?} full, yet fits"),
                 None => {}
             }
             if let (Some(ch @ (LeafChange::Value(_) | LeafChange::Inserted(_))), true) =
@@ -2947,13 +3044,19 @@ mod tests {
             page_no
         };
         // A random change of `cells`/`right`: a child moved (a cell's or
-        // the right one) or a child split (a new key below the next one).
+        // the right one), a child split (a new key below the next one), or
+        // a separator dropped with its child.
         let change = |r: &mut rand::rngs::StdRng,
                       cells: &mut Vec<InteriorCell>,
                       right: &mut Pgno,
                       fresh: &mut dyn FnMut() -> Pgno|
          -> LeafChange {
             let i = r.random_range(0..=cells.len());
+            // A separator and its emptied child dropped (a cell stays).
+            if cells.len() > 1 && i < cells.len() && r.random_bool(0.2) {
+                cells.remove(i);
+                return LeafChange::Dropped(i);
+            }
             let lo = if i == 0 {
                 0
             } else {

@@ -395,7 +395,7 @@ fn encode_changed(
                 return false;
             }
         }
-        LeafChange::Child(_) | LeafChange::Split(_) => return false,
+        LeafChange::Child(_) | LeafChange::Split(_) | LeafChange::Dropped(_) => return false,
     }
     seal_changed(pgno, base, out, limit, ctx, &ranges);
     true
@@ -949,6 +949,7 @@ mod tests {
             match done {
                 Some(Patched::Written { .. }) => std::mem::swap(&mut page, &mut out),
                 Some(Patched::Absent) => assert!(!model.contains_key(&key)),
+                Some(Patched::Full) => panic!("the slotted patch never reports a full page"),
                 // Declined: the logical view's full encode, if it fits.
                 None if SlottedFormat.fits(&node(&next), None, &ctx) => SlottedFormat
                     .encode(pgno, &node(&next), None, &ctx, &mut page)

@@ -1216,6 +1216,7 @@ impl Pager {
             }),
             generation: 0,
             spills: 0,
+            full: None,
         })
     }
 
@@ -2021,6 +2022,9 @@ pub struct WriteState {
     generation: u64,
     /// Spills so far (a savepoint cannot undo one).
     spills: u64,
+    /// The page a leaf patch found full ([`Patched::Full`]), at the
+    /// generation it did: the tree's put of the same change follows.
+    full: Option<(Pgno, u64)>,
 }
 
 /// The committed pages a write transaction read, each with the table it
@@ -2201,6 +2205,21 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         node: Node,
         change: Option<LeafChange>,
     ) -> Result<Option<Node>> {
+        let Some(out) = self.encode_now(pgno, &node, change)? else {
+            return Ok(Some(node));
+        };
+        self.put_image(pgno, node, out)?;
+        Ok(None)
+    }
+
+    /// The page image of `node` at `pgno`, encoded over the page's base
+    /// image now, or `None` if it does not fit there.
+    fn encode_now(
+        &mut self,
+        pgno: Pgno,
+        node: &Node,
+        change: Option<LeafChange>,
+    ) -> Result<Option<Arc<[u8]>>> {
         self.check_range(pgno)?;
         let base = self.pager.base_image(&self.st, pgno)?;
         let mut out = self.pager.page_buffer();
@@ -2211,25 +2230,32 @@ impl<R: Deref<Target = Pager>> WritePages<R> {
         ctx.leaf_change = change;
         if !self.pager.format.encode_if_fits(
             pgno,
-            &node,
+            node,
             base.as_deref(),
             &ctx,
             unique(&mut out)?,
         )? {
-            return Ok(Some(node));
+            self.pager.keep_buffer(out);
+            return Ok(None);
         }
-        self.put_image(pgno, node, out)?;
-        Ok(None)
+        Ok(Some(out))
     }
 
     /// Put `node` at `pgno` with its page image `out` encoded already
     /// (`Dirty::Encoded`: the commit hands the image on as it is).
     fn put_image(&mut self, pgno: Pgno, node: Node, out: Arc<[u8]>) -> Result<()> {
+        self.put_image_held(pgno, node, out)?;
+        self.maybe_spill()
+    }
+
+    /// [`WritePages::put_image`] without the spill check: the caller puts
+    /// other images encoded over the same bases first.
+    fn put_image_held(&mut self, pgno: Pgno, node: Node, out: Arc<[u8]>) -> Result<()> {
         self.first_write(pgno)?;
         self.mark_put(pgno);
         let node = self.pager.node_arc(node);
         self.st.dirty.insert(pgno, Dirty::Encoded(node, out));
-        self.maybe_spill()
+        Ok(())
     }
 
     /// Before `pgno` is put: a page put a second time (or freed) has no
@@ -2412,6 +2438,11 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
                 self.pager.keep_buffer(out);
                 return Ok(LeafPatched::Done(false));
             }
+            Some(Patched::Full) => {
+                self.pager.keep_buffer(out);
+                self.st.full = Some((pgno, self.st.generation));
+                return Ok(LeafPatched::Declined(None));
+            }
             None => {
                 self.pager.keep_buffer(out);
                 return Ok(LeafPatched::Declined(None));
@@ -2477,6 +2508,13 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         // state cannot have moved past the version the tree read (one
         // writer at a time).
         let first_change = self.unwritten(pgno);
+        // The leaf patch of this very change found the page full, and
+        // nothing was put since: the layout would refuse the node too.
+        let known_full = self.st.full.take() == Some((pgno, self.st.generation))
+            && matches!(change, LeafChange::Value(_) | LeafChange::Inserted(_));
+        if first_change && known_full {
+            return Ok(Some(node));
+        }
         if !self.pager.format.needs_base() {
             if no_larger {
                 // The page held the larger node: no size sum.
@@ -2511,6 +2549,52 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
             return Ok(None);
         }
         self.put_encoded(pgno, node, None)
+    }
+
+    fn put_nodes_if_all_fit(
+        &mut self,
+        pages: &[Pgno],
+        nodes: Vec<Node>,
+    ) -> Result<Option<Vec<Node>>> {
+        if pages.len() != nodes.len() {
+            return Err(Error::Internal(format!(
+                "{} nodes for {} pages",
+                nodes.len(),
+                pages.len()
+            )));
+        }
+        if !self.pager.format.needs_base() {
+            for (&pg, n) in pages.iter().zip(&nodes) {
+                if !self.fits(pg, n)? {
+                    return Ok(Some(nodes));
+                }
+            }
+            for (&pg, n) in pages.iter().zip(nodes) {
+                self.put_node(pg, n)?;
+            }
+            return Ok(None);
+        }
+        // Each image encoded once, now, instead of a placement test here
+        // and the encode at commit; none is put until all fit.
+        let mut images = Vec::with_capacity(pages.len());
+        for (&pg, n) in pages.iter().zip(&nodes) {
+            match self.encode_now(pg, n, None) {
+                Ok(Some(out)) => images.push(out),
+                done => {
+                    for out in images {
+                        self.pager.keep_buffer(out);
+                    }
+                    return done.map(|_| Some(nodes));
+                }
+            }
+        }
+        // Put before any spill: a spill between the puts would change the
+        // base the images not yet put were encoded over.
+        for ((&pg, n), out) in pages.iter().zip(nodes).zip(images) {
+            self.put_image_held(pg, n, out)?;
+        }
+        self.maybe_spill()?;
+        Ok(None)
     }
 
     fn put_raw(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
