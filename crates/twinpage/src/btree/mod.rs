@@ -1330,6 +1330,19 @@ fn rebalance<P: PageWrite + ?Sized>(
     let j = if idx > 0 { idx - 1 } else { 0 };
     let a = child_at(cells, *right, j);
     let b = child_at(cells, *right, j + 1);
+    if empty_leaf && idx == j + 1 {
+        // The emptied leaf is `b` (`modify` drops any other emptied leaf
+        // but the right child): `a` keeps its cells as they are, unwritten,
+        // and takes `b`'s place.
+        give_back(p, b, cfg)?;
+        let gone = cells.remove(j);
+        free_key(p, &gone.key)?;
+        match cells.get_mut(j) {
+            Some(c) => c.child = a,
+            None => *right = a,
+        }
+        return Ok(true);
+    }
     let (an, bn) = ((*p.node(a, order)?).clone(), (*p.node(b, order)?).clone());
     let sep = cells[j].key.clone();
     let merged = match (&an, &bn) {
