@@ -164,7 +164,7 @@ pub trait PageWrite: PageRead {
     }
     /// [`PageWrite::put_node_if_fits`] for a node that differs from the
     /// one `pgno` holds now by one change (`change`: a leaf's cell, or an
-    /// interior node's moved or split child). `no_larger`: its cells take
+    /// interior node's moved, split or dropped child). `no_larger`: its cells take
     /// no more room than before (a cell removed, a value replaced by one no
     /// longer, a child moved), so a format that places cells by size alone
     /// ([`crate::node::NodeFormat::needs_base`] false) needs no test. A

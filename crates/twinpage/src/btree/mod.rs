@@ -1157,7 +1157,7 @@ fn modify<P: PageWrite + ?Sized>(
                 // held no key), and nothing else changes. No sibling is
                 // rewritten, and the pager may patch this node instead of
                 // encoding every cell.
-                let mut cells = copied.unwrap_or_else(|| cells.clone());
+                let mut cells = cells.clone();
                 give_back(p, child, cfg)?;
                 let gone = cells.remove(idx);
                 free_key(p, &gone.key)?;
@@ -1331,9 +1331,9 @@ fn rebalance<P: PageWrite + ?Sized>(
     let a = child_at(cells, *right, j);
     let b = child_at(cells, *right, j + 1);
     if empty_leaf && idx == j + 1 {
-        // The emptied leaf is `b` (`modify` drops any other emptied leaf
-        // but the right child): `a` keeps its cells as they are, unwritten,
-        // and takes `b`'s place.
+        // The emptied leaf is `b` (the right child, or a child that moved:
+        // `modify` drops one that stayed in place otherwise): `a` keeps its
+        // cells as they are, unwritten, and takes `b`'s place.
         give_back(p, b, cfg)?;
         let gone = cells.remove(j);
         free_key(p, &gone.key)?;

@@ -1133,6 +1133,13 @@ impl DhlFormat {
         let Node::Interior { right, .. } = node else {
             return false;
         };
+        // Node cell `j`'s committed cell, and whether its bytes are new
+        // (a dropped child is laid out whole: declined before any parse).
+        let (fresh, moved) = match ch {
+            LeafChange::Child(i) => (n, i),
+            LeafChange::Split(i) => (i, i + 1),
+            _ => return false,
+        };
         if !ctx.base_verified || base.len() != ps || out.len() != ps || ps < 512 {
             return false;
         }
@@ -1146,12 +1153,6 @@ impl DhlFormat {
         if spans_into(pgno, base, &vh, max_key, &mut sc.spans).is_err() {
             return false;
         }
-        // Node cell `j`'s committed cell, and whether its bytes are new.
-        let (fresh, moved) = match ch {
-            LeafChange::Child(i) => (n, i),
-            LeafChange::Split(i) => (i, i + 1),
-            _ => return false,
-        };
         let base_of = |j: usize| if j > fresh && fresh < n { j - 1 } else { j };
         let rows_end = ROWS_AT + ROW_LEN * n.max(vh.n);
         let Scratch {

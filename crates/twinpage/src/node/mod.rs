@@ -152,8 +152,8 @@ pub struct EncodeCtx {
     /// committed version's checksum again. False unless the pager knows.
     pub base_verified: bool,
     /// How the node differs from the base's committed version, when it is
-    /// by one change (a leaf's cell, an interior node's moved or split
-    /// child): a hint from the pager, which knows when the transaction has
+    /// by one change (a leaf's cell, an interior node's moved, split or
+    /// dropped child): a hint from the pager, which knows when the transaction has
     /// made no other change to the page. A format may then pair the other
     /// cells with the committed ones by position.
     pub leaf_change: Option<LeafChange>,

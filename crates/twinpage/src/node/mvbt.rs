@@ -1919,6 +1919,10 @@ impl MvbtFormat {
                 return false;
             }
             if sp.end == INV {
+                // The right child stays (the hint says so: check it).
+                if sp.flags & CELL_RIGHT != 0 && child_of(sp) != right {
+                    return false;
+                }
                 live += 1;
                 sum = sum.wrapping_add(child_of(sp));
             }
