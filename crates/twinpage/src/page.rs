@@ -145,22 +145,7 @@ pub trait PageWrite: PageRead {
         pages: &[Pgno],
         nodes: Vec<Node>,
     ) -> Result<Option<Vec<Node>>> {
-        if pages.len() != nodes.len() {
-            return Err(Error::Internal(format!(
-                "{} nodes for {} pages",
-                nodes.len(),
-                pages.len()
-            )));
-        }
-        for (&pg, n) in pages.iter().zip(&nodes) {
-            if !self.fits(pg, n)? {
-                return Ok(Some(nodes));
-            }
-        }
-        for (&pg, n) in pages.iter().zip(nodes) {
-            self.put_node(pg, n)?;
-        }
-        Ok(None)
+        put_all_tested(self, pages, nodes)
     }
     /// [`PageWrite::put_node_if_fits`] for a node that differs from the
     /// one `pgno` holds now by one change (`change`: a leaf's cell, or an
@@ -227,4 +212,29 @@ pub fn copy_leaf(mut buf: Vec<LeafCell>, pgno: Pgno, node: &Node) -> Result<Vec<
             "page {pgno}: a leaf to modify is an interior node"
         ))),
     }
+}
+
+/// [`PageWrite::put_nodes_if_all_fit`] by [`PageWrite::fits`] tests, then
+/// [`PageWrite::put_node`]s.
+pub(crate) fn put_all_tested<P: PageWrite + ?Sized>(
+    p: &mut P,
+    pages: &[Pgno],
+    nodes: Vec<Node>,
+) -> Result<Option<Vec<Node>>> {
+    if pages.len() != nodes.len() {
+        return Err(Error::Internal(format!(
+            "{} nodes for {} pages",
+            nodes.len(),
+            pages.len()
+        )));
+    }
+    for (&pg, n) in pages.iter().zip(&nodes) {
+        if !p.fits(pg, n)? {
+            return Ok(Some(nodes));
+        }
+    }
+    for (&pg, n) in pages.iter().zip(nodes) {
+        p.put_node(pg, n)?;
+    }
+    Ok(None)
 }

@@ -859,16 +859,7 @@ impl IpsFormat {
         debug_assert!(
             (0..n)
                 .filter(|&i| Some(i) != fresh && !(gone.is_some() && i == moved))
-                .all(|i| {
-                    let mut id = Vec::new();
-                    let key = cell::key_ident(cell_key(node, i), &mut id);
-                    let len = cell_len(node, i);
-                    sc.spans.iter().zip(&sc.kept).any(|(s, &k)| {
-                        k && base[s.2..s.3] == *key
-                            && s.1 == len
-                            && cell::node_cell_matches(node, i, base, (s.0, s.1), &mut Vec::new())
-                    })
-                }),
+                .all(|i| Self::kept_holds(node, i, base, sc)),
             "page {at}: the hint's interior node has a cell the base version lacks"
         );
         Ok(true)
@@ -929,19 +920,23 @@ impl IpsFormat {
         sc.lens.clear();
         sc.lens.resize(n, 0);
         debug_assert!(
-            (0..n).all(|i| {
-                let mut id = Vec::new();
-                let key = cell::key_ident(cell_key(node, i), &mut id);
-                let len = cell_len(node, i);
-                sc.spans.iter().zip(&sc.kept).any(|(s, &k)| {
-                    k && base[s.2..s.3] == *key
-                        && s.1 == len
-                        && cell::node_cell_matches(node, i, base, (s.0, s.1), &mut Vec::new())
-                })
-            }),
+            (0..n).all(|i| Self::kept_holds(node, i, base, sc)),
             "page {at}: the hint's interior node has a cell the base version lacks"
         );
         Ok(true)
+    }
+
+    /// Debug check of a hinted pairing: cell `i` of `node` is one of the
+    /// base records `sc.kept` keeps, byte for byte.
+    fn kept_holds(node: &Node, i: usize, base: &[u8], sc: &Scratch) -> bool {
+        let mut id = Vec::new();
+        let key = cell::key_ident(cell_key(node, i), &mut id);
+        let len = cell_len(node, i);
+        sc.spans.iter().zip(&sc.kept).any(|(s, &k)| {
+            k && base[s.2..s.3] == *key
+                && s.1 == len
+                && cell::node_cell_matches(node, i, base, (s.0, s.1), &mut Vec::new())
+        })
     }
 
     /// Pair every cell of `node` with the base's live records (sorted

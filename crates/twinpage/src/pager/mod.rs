@@ -2556,23 +2556,9 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
         pages: &[Pgno],
         nodes: Vec<Node>,
     ) -> Result<Option<Vec<Node>>> {
-        if pages.len() != nodes.len() {
-            return Err(Error::Internal(format!(
-                "{} nodes for {} pages",
-                nodes.len(),
-                pages.len()
-            )));
-        }
-        if !self.pager.format.needs_base() {
-            for (&pg, n) in pages.iter().zip(&nodes) {
-                if !self.fits(pg, n)? {
-                    return Ok(Some(nodes));
-                }
-            }
-            for (&pg, n) in pages.iter().zip(nodes) {
-                self.put_node(pg, n)?;
-            }
-            return Ok(None);
+        if !self.pager.format.needs_base() || pages.len() != nodes.len() {
+            // Placement is a size sum: test now, encode once at commit.
+            return crate::page::put_all_tested(self, pages, nodes);
         }
         // Each image encoded once, now, instead of a placement test here
         // and the encode at commit; none is put until all fit.
