@@ -1294,7 +1294,8 @@ fn note_in_place<P: PageWrite + ?Sized>(
 }
 
 /// Whether child `idx` underflows after a delete so that [`rebalance`]
-/// has work: `Some(true)` if it is an empty leaf (always merged).
+/// has work: `Some(true)` if it is an empty leaf (always dropped or
+/// merged).
 fn underflows<P: PageWrite + ?Sized>(
     p: &P,
     cells: &[InteriorCell],

@@ -494,7 +494,7 @@ pub static REGISTRY: &[ModeSpec] = &[
         durability: [NoGuarantee, Durable, Durable, Durable],
         // Lazy split keeps the lower half in place (three dirty nodes);
         // no sibling redistribution on overflow or underflow (\[LSM\]
-        // §5.3); only empty leaves merge.
+        // §5.3); only empty leaves go (dropped, or merged as a right child).
         tree: TreeConfig {
             merge: false,
             redistribute: false,

@@ -2438,13 +2438,11 @@ impl<R: Deref<Target = Pager>> PageWrite for WritePages<R> {
                 self.pager.keep_buffer(out);
                 return Ok(LeafPatched::Done(false));
             }
-            Some(Patched::Full) => {
+            declined @ (Some(Patched::Full) | None) => {
                 self.pager.keep_buffer(out);
-                self.st.full = Some((pgno, self.st.generation));
-                return Ok(LeafPatched::Declined(None));
-            }
-            None => {
-                self.pager.keep_buffer(out);
+                if declined.is_some() {
+                    self.st.full = Some((pgno, self.st.generation));
+                }
                 return Ok(LeafPatched::Declined(None));
             }
         };
