@@ -246,11 +246,22 @@ fn header_crc(pgno: Pgno, page: &[u8], v: usize) -> u32 {
 
 /// Header `v` if it was written: `(version, its header crc holds)`.
 fn read_header(pgno: Pgno, page: &[u8], v: usize) -> Option<(Version, bool)> {
+    let h = header_fields(page, v)?;
+    Some((h, header_holds(pgno, page, v)))
+}
+
+/// Whether header `v`'s checksum holds.
+fn header_holds(pgno: Pgno, page: &[u8], v: usize) -> bool {
+    be32(page, v * HDR_LEN + 36) == header_crc(pgno, page, v)
+}
+
+/// Header `v`'s fields if it was written, its checksum unchecked.
+fn header_fields(page: &[u8], v: usize) -> Option<Version> {
     let b = &page[v * HDR_LEN..(v + 1) * HDR_LEN];
     if b[0] != MAGIC && b[0] != MAGIC_ORDERED {
         return None;
     }
-    let h = Version {
+    Some(Version {
         v,
         kind: b[1],
         nslots: be16(b, 2),
@@ -262,8 +273,7 @@ fn read_header(pgno: Pgno, page: &[u8], v: usize) -> Option<(Version, bool)> {
         horizon: be64(b, 24),
         body_crc: be32(b, 32),
         ordered: b[0] == MAGIC_ORDERED,
-    };
-    Some((h, be32(b, 36) == header_crc(pgno, page, v)))
+    })
 }
 
 fn write_header(pgno: Pgno, page: &mut [u8], h: &Version) {
@@ -399,6 +409,24 @@ fn plain_cell(page: &[u8], at: usize, flags: u8, max_key: usize) -> Option<(usiz
     }
 }
 
+/// [`key_prefix`] of the key `page[ks..ks + klen]`: one load and a mask
+/// where eight bytes from `ks` lie in the page (no copy of a variable
+/// length, which is a call to `memcpy`).
+#[inline]
+fn prefix_at(page: &[u8], ks: usize, klen: usize) -> u64 {
+    match page.get(ks..ks + 8) {
+        Some(b) => {
+            let keep = if klen >= 8 {
+                u64::MAX
+            } else {
+                !(u64::MAX >> (8 * klen))
+            };
+            be64(b, 0) & keep
+        }
+        None => key_prefix(&page[ks..ks + klen]),
+    }
+}
+
 /// Parse the members of version `h` (in slot order) into `out`, checking
 /// every offset and length against the page. Returns the body checksum as
 /// computed from the page when `sum` (else 0: a base verified since it was
@@ -430,56 +458,60 @@ fn parse(
     }
     let lo = slot_at(ps, h.nslots);
     out.reserve(h.members);
-    for i in 0..h.nslots {
-        if map[i / 8] & (0x80 >> (i % 8)) == 0 {
-            continue;
-        }
-        let off = be16(page, slot_at(ps, i));
-        if off < lo || off + PREFIX >= ps {
-            return Err(bad(format!(
-                "slot {i}: cell offset {off} outside the cell area"
-            )));
-        }
-        let flags = page[off];
-        let start = be64(page, off + 1);
-        let end = be64(page, off + END_AT);
-        if flags & !(CELL_INTERIOR | CELL_RIGHT) != 0
-            || (flags & CELL_RIGHT != 0 && flags & CELL_INTERIOR == 0)
-        {
-            return Err(bad(format!("slot {i}: bad cell flags {flags:#04x}")));
-        }
-        if start == 0 || start >= end || start > h.tid {
-            return Err(bad(format!("slot {i}: bad life span [{start}, {end})")));
-        }
-        let (ks, ke, cell_end) = match plain_cell(page, off + PREFIX, flags, max_key) {
-            Some(k) => k,
-            None => {
-                let mut r = Reader::new(page, off + PREFIX, ps, pgno);
-                let key = if flags & CELL_INTERIOR == 0 {
-                    r.leaf_key(i, max_key)?
-                } else {
-                    r.interior_key(i, max_key)?
-                };
-                let ks = key.as_ptr() as usize - page.as_ptr() as usize;
-                (ks, ks + key.len(), r.pos)
+    // The set bits a byte at a time (a clear slot costs nothing); none
+    // lies past `nslots` (checked above).
+    for (at, &byte) in map[..h.nslots.div_ceil(8)].iter().enumerate() {
+        let mut bits = byte;
+        while bits != 0 {
+            let k = bits.leading_zeros() as usize;
+            bits &= !(0x80 >> k);
+            let i = at * 8 + k;
+            let off = be16(page, slot_at(ps, i));
+            if off < lo || off + PREFIX >= ps {
+                return Err(bad(format!(
+                    "slot {i}: cell offset {off} outside the cell area"
+                )));
             }
-        };
-        let key = &page[ks..ke];
-        if flags & CELL_RIGHT != 0 && !key.is_empty() {
-            return Err(bad(format!("slot {i}: rightmost child with a key")));
+            let flags = page[off];
+            let start = be64(page, off + 1);
+            let end = be64(page, off + END_AT);
+            // A leaf cell, an interior one, or the rightmost child's.
+            if flags != 0 && flags != CELL_INTERIOR && flags != CELL_INTERIOR | CELL_RIGHT {
+                return Err(bad(format!("slot {i}: bad cell flags {flags:#04x}")));
+            }
+            if start == 0 || start >= end || start > h.tid {
+                return Err(bad(format!("slot {i}: bad life span [{start}, {end})")));
+            }
+            let (ks, ke, cell_end) = match plain_cell(page, off + PREFIX, flags, max_key) {
+                Some(k) => k,
+                None => {
+                    let mut r = Reader::new(page, off + PREFIX, ps, pgno);
+                    let key = if flags & CELL_INTERIOR == 0 {
+                        r.leaf_key(i, max_key)?
+                    } else {
+                        r.interior_key(i, max_key)?
+                    };
+                    let ks = key.as_ptr() as usize - page.as_ptr() as usize;
+                    (ks, ks + key.len(), r.pos)
+                }
+            };
+            let key = &page[ks..ke];
+            if flags & CELL_RIGHT != 0 && !key.is_empty() {
+                return Err(bad(format!("slot {i}: rightmost child with a key")));
+            }
+            let len = cell_end - off;
+            out.push(Span {
+                slot: i,
+                off,
+                len,
+                flags,
+                start,
+                end,
+                ks,
+                ke,
+                pfx: prefix_at(page, ks, key.len()),
+            });
         }
-        let len = cell_end - off;
-        out.push(Span {
-            slot: i,
-            off,
-            len,
-            flags,
-            start,
-            end,
-            ks,
-            ke,
-            pfx: key_prefix(key),
-        });
     }
     if out.len() != h.members {
         return Err(bad(format!(
@@ -634,6 +666,18 @@ fn free_space(
     used: &mut Vec<u64>,
     holes: &mut Vec<(usize, usize)>,
 ) -> (usize, usize) {
+    holes.clear();
+    // Most versions have no holes (nothing dropped since the page was
+    // laid out): their members fill `[lowest, ps)` exactly, the gap is
+    // all the free space, and nothing needs sorting. (Members that overlap,
+    // in a crafted page, can only make this take the gap, which is free;
+    // `plan` and the patches decide alike, both asking here.)
+    let (lowest, bytes) = spans
+        .iter()
+        .fold((ps, 0), |(l, b), sp| (l.min(sp.off), b + sp.len));
+    if lowest >= lo && bytes == ps - lowest {
+        return (lowest, 0);
+    }
     used.clear();
     used.extend(
         spans
@@ -641,7 +685,6 @@ fn free_space(
             .map(|sp| (sp.off as u64) << 32 | (sp.off + sp.len) as u64),
     );
     used.sort_unstable();
-    holes.clear();
     let mut at = lo;
     for &u in used.iter() {
         let (s, e) = ((u >> 32) as usize, (u & 0xFFFF_FFFF) as usize);
@@ -708,11 +751,11 @@ fn version_ranges(ps: usize, w: usize) -> [(usize, usize); 3] {
 }
 
 /// Finish version `h.v` of `out`, whose members `sc.members` (in any
-/// order) are in place: its bitmap, its body checksum (into `h`), its
-/// header, and the page checksum, patched from `base`'s over `sc.ranges`
-/// when few ranges changed (each costs a short sum and a shift; a base
-/// whose checksum failed leaves one that fails: damage is never sealed),
-/// else summed.
+/// order) are in place: its bitmap (unless `mapped`: the caller wrote
+/// it), its body checksum (into `h`), its header, and the page checksum,
+/// patched from `base`'s over `sc.ranges` when few ranges changed (each
+/// costs a short sum and a shift; a base whose checksum failed leaves one
+/// that fails: damage is never sealed), else summed.
 fn finish_version(
     pgno: Pgno,
     base: Option<&[u8]>,
@@ -720,12 +763,28 @@ fn finish_version(
     mut h: Version,
     sc: &mut Scratch,
     patch: Option<BodyPatch>,
+    mapped: bool,
 ) {
     let ps = out.len();
     let m = map_at(ps, h.v);
-    out[m..m + map_len(ps)].fill(0);
-    for &(slot, _, _) in &sc.members {
-        out[m + slot / 8] |= 0x80 >> (slot % 8);
+    if !mapped {
+        out[m..m + map_len(ps)].fill(0);
+        for &(slot, _, _) in &sc.members {
+            out[m + slot / 8] |= 0x80 >> (slot % 8);
+        }
+    }
+    #[cfg(debug_assertions)]
+    {
+        // On the stack: a debug build counts allocations too (the
+        // largest page's bitmap is 512 bytes).
+        let mut want = [0u8; 512];
+        for &(slot, _, _) in &sc.members {
+            want[slot / 8] |= 0x80 >> (slot % 8);
+        }
+        debug_assert!(
+            out[m..m + map_len(ps)] == want[..map_len(ps)],
+            "membership bitmap of page {pgno}"
+        );
     }
     // Members end at T at the latest: their stored ends are it.
     h.body_crc = match (patch, base) {
@@ -1231,23 +1290,40 @@ impl MvbtFormat {
 
     /// The committed version a writer with TID `tid` writes over: the
     /// valid one with the highest TID below `tid` (its own spilled version
-    /// is overwritten).
+    /// is overwritten). The choice reads both headers' TIDs but checks
+    /// only the chosen one's checksum: a caller whose base is not vouched
+    /// for by its page checksum checks both headers first ([`headers`]),
+    /// or a damaged TID in the newest header could make the older version
+    /// the base and the write replace the newest one.
     fn base_version(pgno: Option<Pgno>, page: &[u8], tid: u64) -> Result<Version> {
         let at = pgno.unwrap_or(0);
-        let vs = match pgno {
-            Some(p) => headers(p, page)?,
-            // Checksums are seeded with the page number: without it
-            // (`fits`) the headers are only parsed.
-            None => [
-                read_header(at, page, 0).map(|h| h.0),
-                read_header(at, page, 1).map(|h| h.0),
-            ],
-        };
-        vs.into_iter()
-            .flatten()
+        for v in (0..2).filter(|_| pgno.is_some()) {
+            match page[v * HDR_LEN] {
+                0 | MAGIC | MAGIC_ORDERED => {}
+                b => {
+                    return Err(corrupt(
+                        at,
+                        format!("version header {v}: bad magic {b:#04x}"),
+                    ))
+                }
+            }
+        }
+        let base = (0..2)
+            .filter_map(|v| header_fields(page, v))
             .filter(|h| h.valid() && h.tid < tid)
             .max_by_key(|h| h.tid)
-            .ok_or_else(|| corrupt(at, "no committed version to write the new one over"))
+            .ok_or_else(|| corrupt(at, "no committed version to write the new one over"))?;
+        // Only the base's checksum is checked (one sum, not two): the
+        // other header is the one the write replaces. Checksums are seeded
+        // with the page number: without it (`fits`) headers are only
+        // parsed.
+        match pgno {
+            Some(p) if !header_holds(p, page, base.v) => Err(corrupt(
+                p,
+                format!("version header {}: checksum mismatch (damaged)", base.v),
+            )),
+            _ => Ok(base),
+        }
     }
 
     /// Plan the version of `node` that transaction `ctx.tid` writes over
@@ -1283,6 +1359,11 @@ impl MvbtFormat {
                 let at = pgno.unwrap_or(0);
                 if page.len() != ps {
                     return Err(corrupt(at, format!("base image of {} bytes", page.len())));
+                }
+                // A base not verified since it was read: both headers'
+                // checksums, before their TIDs choose the base.
+                if let Some(p) = pgno.filter(|_| !ctx.base_verified) {
+                    headers(p, page)?;
                 }
                 let b = Self::base_version(pgno, page, ctx.tid)?;
                 let max_key = self.max_key_len(ps);
@@ -1542,7 +1623,7 @@ impl MvbtFormat {
             base: b,
             max_key: self.max_key_len(ps),
         });
-        finish_version(pgno, base, out, h, sc, body);
+        finish_version(pgno, base, out, h, sc, body, false);
         Ok(true)
     }
 
@@ -1724,6 +1805,10 @@ impl MvbtFormat {
         sc.no_room = false;
         out.copy_from_slice(base);
         let w = 1 - b.v;
+        // The new version's bitmap is the base version's, less the
+        // dropped members, plus the new cells (set below).
+        let (bm, m) = (map_at(ps, b.v), map_at(ps, w));
+        out.copy_within(bm..bm + map_len(ps), m);
         sc.ranges.clear();
         sc.ranges.extend(version_ranges(ps, w));
         sc.members.clear();
@@ -1734,9 +1819,10 @@ impl MvbtFormat {
         sc.gone.clear();
         sc.came.clear();
         for (j, sp) in sc.spans.iter().enumerate() {
-            let m = (sp.slot, sp.off, sp.len);
+            let mm = (sp.slot, sp.off, sp.len);
             if drop(sp) {
-                sc.gone.push(m);
+                out[m + sp.slot / 8] &= !(0x80 >> (sp.slot % 8));
+                sc.gone.push(mm);
                 continue;
             }
             if ends == Some(j) {
@@ -1745,12 +1831,13 @@ impl MvbtFormat {
                 sc.ranges.push((at, at + 8));
             }
             if ends == Some(j) || (sp.end != INV && sp.end > b.tid) {
-                sc.gone.push(m);
-                sc.came.push(m);
+                sc.gone.push(mm);
+                sc.came.push(mm);
             }
-            sc.members.push(m);
+            sc.members.push(mm);
         }
         for ((cell, len), (&slot, &off)) in new.iter().zip(slots.iter().zip(&offs)) {
+            out[m + slot / 8] |= 0x80 >> (slot % 8);
             out[off] = cell.flags();
             out[off + 1..off + END_AT].copy_from_slice(&tid.to_be_bytes());
             out[off + END_AT..off + PREFIX].copy_from_slice(&INV.to_be_bytes());
@@ -1778,7 +1865,7 @@ impl MvbtFormat {
             body_crc: 0,
             ordered: false,
         };
-        finish_version(pgno, Some(base), out, h, sc, body);
+        finish_version(pgno, Some(base), out, h, sc, body, true);
         Some(())
     }
 
@@ -1945,8 +2032,13 @@ impl MvbtFormat {
         let Some(j) = found else {
             return false;
         };
-        self.patch_write(pgno, base, b, Some(j), &[], 0, ctx, out, sc)
-            .is_some()
+        // Nothing is added: a decline is never for room (the layout
+        // decides), whatever `patch_write` noted.
+        let done = self
+            .patch_write(pgno, base, b, Some(j), &[], 0, ctx, out, sc)
+            .is_some();
+        sc.no_room = false;
+        done
     }
 
     /// A leaf `node` that is the committed version of `base` (verified
@@ -1977,6 +2069,7 @@ impl MvbtFormat {
         let (i, existed) = match ch {
             LeafChange::Value(i) => (i, true),
             LeafChange::Inserted(i) => (i, false),
+            LeafChange::Removed(_) => return self.patch_removed(pgno, base, cells, ctx, out, sc),
             _ => return false,
         };
         let Some(LeafCell {
@@ -1989,6 +2082,90 @@ impl MvbtFormat {
         key.chain().is_none()
             && self.patch_version(pgno, base, key, LeafPatch::Put(v), ctx, out, sc)
                 == Some(Patched::Written { existed })
+    }
+
+    /// [`MvbtFormat::patch_hinted`] for [`LeafChange::Removed`]: the leaf
+    /// `cells` is the committed version of `base` less one cell, which
+    /// ends at T (the tree removed it and checked the leaf does not
+    /// underflow). The node does not name the removed key, and slots are
+    /// unsorted: the live cells' key prefixes ([`key_prefix`]) sum, mod
+    /// 2^64, to the node's keys' plus the removed one's, and the one live
+    /// cell with that prefix is it. Nothing is added, so the write always
+    /// has room. False declines: a key stored in overflow pages, counts
+    /// that do not fit, no live cell or two with that prefix, a cell that
+    /// is not plain, an end or start a later transaction wrote.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_removed(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        cells: &[LeafCell],
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let (ps, tid) = (ctx.page_size, ctx.tid);
+        if base.len() != ps || out.len() != ps || ps < 512 || tid == INV {
+            return false;
+        }
+        let mut node_sum = 0u64;
+        for c in cells {
+            if c.key.chain().is_some() {
+                return false;
+            }
+            node_sum = node_sum.wrapping_add(key_prefix(&c.key));
+        }
+        let max_key = self.max_key_len(ps);
+        let Ok(b) = Self::base_version(Some(pgno), base, tid) else {
+            return false;
+        };
+        if b.kind != LEAF || parse(pgno, base, &b, max_key, &mut sc.spans, false).is_err() {
+            return false;
+        }
+        let (mut live, mut sum) = (0, 0u64);
+        for sp in &sc.spans {
+            if sp.start >= tid || (sp.end != INV && sp.end >= tid) {
+                return false;
+            }
+            if sp.end == INV {
+                if sp.flags != 0 || base[sp.off + PREFIX] != 0 {
+                    return false;
+                }
+                live += 1;
+                sum = sum.wrapping_add(sp.pfx);
+            }
+        }
+        if live != cells.len() + 1 {
+            return false;
+        }
+        let gone = sum.wrapping_sub(node_sum);
+        let mut found = None;
+        for (j, sp) in sc.spans.iter().enumerate() {
+            if sp.end == INV && sp.pfx == gone {
+                if found.is_some() {
+                    return false;
+                }
+                found = Some(j);
+            }
+        }
+        let Some(j) = found else {
+            return false;
+        };
+        debug_assert!(
+            {
+                let sp = &sc.spans[j];
+                let key = &base[sp.ks..sp.ke];
+                cells.iter().all(|c| *c.key != *key)
+            },
+            "the removed cell's key is in the node, page {pgno}"
+        );
+        // Nothing is added: a decline is never for room (the layout
+        // decides), whatever `patch_write` noted.
+        let done = self
+            .patch_write(pgno, base, b, Some(j), &[], 0, ctx, out, sc)
+            .is_some();
+        sc.no_room = false;
+        done
     }
 
     /// Set the ends of the members of every valid version for which
@@ -2315,9 +2492,11 @@ impl InPageFormat for MvbtFormat {
         if page.len() < 512 || raw_tid(pgno, page).is_some() {
             return Ok(false);
         }
-        let Some((mut h, true)) = (0..2)
-            .filter_map(|v| read_header(pgno, page, v))
-            .find(|(h, _)| h.tid == rec.tid)
+        // The checksum of the transaction's header only (one sum).
+        let Some(mut h) = (0..2)
+            .filter_map(|v| header_fields(page, v))
+            .find(|h| h.tid == rec.tid)
+            .filter(|h| header_holds(pgno, page, h.v))
         else {
             return Ok(false);
         };
@@ -2443,6 +2622,41 @@ mod tests {
 
     fn dec(page: &[u8], s: u64) -> Node {
         MvbtFormat::MVBT.decode(7, page, &dctx(s)).unwrap()
+    }
+
+    /// A damaged TID in the newest header must not make the older
+    /// version the base of a write over an unverified base: the write
+    /// would replace the newest version. The layout checks both headers.
+    #[test]
+    fn a_damaged_newest_header_is_not_written_over() {
+        let f = MvbtFormat::MVBT;
+        let p5 = enc(f, &leaf(&[("a", 10)]), None, 5);
+        let p10 = enc(f, &leaf(&[("a", 10), ("b", 10)]), Some(&p5), 10);
+        let v = (0..2)
+            .find(|&v| header_fields(&p10, v).is_some_and(|h| h.tid == 10))
+            .unwrap();
+        for bad_tid in [20u64, 1, INV] {
+            let mut page = p10.clone();
+            page[v * HDR_LEN + 8..v * HDR_LEN + 16].copy_from_slice(&bad_tid.to_be_bytes());
+            let node = leaf(&[("a", 10), ("b", 10), ("c", 10)]);
+            let mut out = vec![0u8; PS];
+            let r = f.encode_if_fits(7, &node, Some(&page), &ectx(15), &mut out);
+            assert!(
+                matches!(r, Err(Error::Corruption { .. })),
+                "TID {bad_tid}: {r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn prefix_at_is_the_key_prefix() {
+        let page: Vec<u8> = (0..40u8).map(|b| b.wrapping_mul(37) | 1).collect();
+        for ks in 0..page.len() {
+            for klen in 0..=page.len() - ks {
+                let key = &page[ks..ks + klen];
+                assert_eq!(prefix_at(&page, ks, klen), key_prefix(key), "{ks} {klen}");
+            }
+        }
     }
 
     #[test]
@@ -2918,7 +3132,7 @@ mod tests {
                 .map(|_| b'a' + r.random_range(0..alpha))
                 .collect()
         };
-        let (mut patched, mut hinted) = (0, 0);
+        let (mut patched, mut hinted, mut removed) = (0, 0, 0);
         for trial in 0..3000 {
             let f = [MvbtFormat::MVBT, MvbtFormat::LAZY][trial % 2];
             let ps = [512, 512, 1024][trial % 3];
@@ -3012,8 +3226,12 @@ mod tests {
                 Some(Patched::Full) => assert!(!fits, "trial {trial}: {change:?} full, yet fits"),
                 None => {}
             }
-            if let (Some(ch @ (LeafChange::Value(_) | LeafChange::Inserted(_))), true) =
-                (change, fits)
+            if let (
+                Some(
+                    ch @ (LeafChange::Value(_) | LeafChange::Inserted(_) | LeafChange::Removed(_)),
+                ),
+                true,
+            ) = (change, fits)
             {
                 let mut hctx = ctx;
                 (hctx.base_verified, hctx.leaf_change) = (true, Some(ch));
@@ -3026,11 +3244,23 @@ mod tests {
                     "trial {trial}: hinted {ch:?} unlike the full encode"
                 );
                 hinted += 1;
+                if let LeafChange::Removed(_) = ch {
+                    // The patch itself, not the layout behind it.
+                    let mut own = vec![0x22u8; ps];
+                    if with_scratch(|sc| f.patch_hinted(9, &node, Some(&page), &hctx, &mut own, sc))
+                    {
+                        assert!(
+                            own == full,
+                            "trial {trial}: removal patched unlike the full encode"
+                        );
+                        removed += 1;
+                    }
+                }
             }
         }
         assert!(
-            patched > 300 && hinted > 300,
-            "only {patched} patches, {hinted} hinted"
+            patched > 300 && hinted > 300 && removed > 100,
+            "only {patched} patches, {hinted} hinted ({removed} removals)"
         );
     }
 
