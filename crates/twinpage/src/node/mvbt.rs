@@ -107,7 +107,7 @@ const PATCH_RANGES: usize = 16;
 
 /// Ranges closer than this are patched as one (unchanged bytes between
 /// them add nothing to the patch, and each range costs a sum and a shift).
-const PATCH_GAP: usize = 32;
+const PATCH_GAP: usize = 64;
 
 /// Sort and merge the changed byte ranges of a write for the page
 /// checksum's patch: neighbours closer than [`PATCH_GAP`] become one,
