@@ -1290,13 +1290,29 @@ impl MvbtFormat {
 
     /// The committed version a writer with TID `tid` writes over: the
     /// valid one with the highest TID below `tid` (its own spilled version
-    /// is overwritten). The choice reads both headers' TIDs but checks
-    /// only the chosen one's checksum: a caller whose base is not vouched
-    /// for by its page checksum checks both headers first ([`headers`]),
-    /// or a damaged TID in the newest header could make the older version
-    /// the base and the write replace the newest one.
-    fn base_version(pgno: Option<Pgno>, page: &[u8], tid: u64) -> Result<Version> {
+    /// is overwritten). `vouched`: the page checksum vouches for the
+    /// headers (verified since the page was read, or before any write the
+    /// caller makes): the choice reads both headers' TIDs and checks only
+    /// the chosen one's checksum. Otherwise both headers' checksums are
+    /// checked first ([`headers`]): a damaged TID in the newest header
+    /// could make the older version the base, and the write would replace
+    /// the newest one.
+    fn base_version(pgno: Option<Pgno>, page: &[u8], tid: u64, vouched: bool) -> Result<Version> {
         let at = pgno.unwrap_or(0);
+        let newest_below = |vs: [Option<Version>; 2]| {
+            let below = |h: Option<Version>| h.filter(|h| h.valid() && h.tid < tid);
+            match (below(vs[0]), below(vs[1])) {
+                (Some(a), Some(b)) => Ok(if b.tid >= a.tid { b } else { a }),
+                (Some(h), None) | (None, Some(h)) => Ok(h),
+                (None, None) => Err(corrupt(
+                    at,
+                    "no committed version to write the new one over",
+                )),
+            }
+        };
+        if let Some(p) = pgno.filter(|_| !vouched) {
+            return newest_below(headers(p, page)?);
+        }
         for v in (0..2).filter(|_| pgno.is_some()) {
             match page[v * HDR_LEN] {
                 0 | MAGIC | MAGIC_ORDERED => {}
@@ -1308,11 +1324,7 @@ impl MvbtFormat {
                 }
             }
         }
-        let base = (0..2)
-            .filter_map(|v| header_fields(page, v))
-            .filter(|h| h.valid() && h.tid < tid)
-            .max_by_key(|h| h.tid)
-            .ok_or_else(|| corrupt(at, "no committed version to write the new one over"))?;
+        let base = newest_below([header_fields(page, 0), header_fields(page, 1)])?;
         // Only the base's checksum is checked (one sum, not two): the
         // other header is the one the write replaces. Checksums are seeded
         // with the page number: without it (`fits`) headers are only
@@ -1360,12 +1372,7 @@ impl MvbtFormat {
                 if page.len() != ps {
                     return Err(corrupt(at, format!("base image of {} bytes", page.len())));
                 }
-                // A base not verified since it was read: both headers'
-                // checksums, before their TIDs choose the base.
-                if let Some(p) = pgno.filter(|_| !ctx.base_verified) {
-                    headers(p, page)?;
-                }
-                let b = Self::base_version(pgno, page, ctx.tid)?;
+                let b = Self::base_version(pgno, page, ctx.tid, ctx.base_verified)?;
                 let max_key = self.max_key_len(ps);
                 match pgno {
                     // A base verified since it was read is only parsed.
@@ -1655,11 +1662,8 @@ impl MvbtFormat {
         if base.len() != ps || out.len() != ps || ps < 512 || tid == INV || key.len() > max_key {
             return None;
         }
-        let b = Self::base_version(Some(pgno), base, tid).ok()?;
-        if b.kind != LEAF {
-            return None;
-        }
-        parse(pgno, base, &b, max_key, &mut sc.spans, false).ok()?;
+        // The page checksum is checked below, before anything is written.
+        let b = self.parsed_base(pgno, base, tid, LEAF, sc)?;
         // The key's live cell; the live cells' bytes (as the tree counts
         // them, slots included) and largest length.
         let (mut found, mut live, mut live_bytes, mut largest) = (None, 0, 0, 0);
@@ -1728,6 +1732,47 @@ impl MvbtFormat {
         Some(Patched::Written {
             existed: found.is_some(),
         })
+    }
+
+    /// The base version of a patch, of node kind `kind`, its members
+    /// parsed into `sc.spans`. The caller's page checksum vouches for the
+    /// headers (a hinted patch's base was verified since it was read; the
+    /// leaf patch verifies it before it writes). `None` declines.
+    #[inline]
+    fn parsed_base(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        tid: u64,
+        kind: u8,
+        sc: &mut Scratch,
+    ) -> Option<Version> {
+        let b = Self::base_version(Some(pgno), base, tid, true).ok()?;
+        let max_key = self.max_key_len(base.len());
+        (b.kind == kind && parse(pgno, base, &b, max_key, &mut sc.spans, false).is_ok())
+            .then_some(b)
+    }
+
+    /// [`MvbtFormat::patch_write`] of a write that only ends member `j`
+    /// (a removed leaf cell, a dropped child's separator). Nothing is
+    /// added, so a decline is never for want of room: the layout decides,
+    /// whatever `patch_write` noted.
+    #[allow(clippy::too_many_arguments)]
+    fn end_one(
+        &self,
+        pgno: Pgno,
+        base: &[u8],
+        b: Version,
+        j: usize,
+        ctx: &EncodeCtx,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> bool {
+        let done = self
+            .patch_write(pgno, base, b, Some(j), &[], 0, ctx, out, sc)
+            .is_some();
+        sc.no_room = false;
+        done
     }
 
     /// The write step of [`MvbtFormat::patch_version`] and
@@ -1916,12 +1961,9 @@ impl MvbtFormat {
         if !(first..=moved).all(plain) {
             return false;
         }
-        let Ok(b) = Self::base_version(Some(pgno), base, tid) else {
+        let Some(b) = self.parsed_base(pgno, base, tid, INTERIOR, sc) else {
             return false;
         };
-        if b.kind != INTERIOR || parse(pgno, base, &b, max_key, &mut sc.spans, false).is_err() {
-            return false;
-        }
         let key_of = |i: usize| -> (u8, &[u8]) {
             match cells.get(i) {
                 Some(c) => (CELL_INTERIOR, &c.key),
@@ -1991,13 +2033,9 @@ impl MvbtFormat {
         if base.len() != ps || out.len() != ps || ps < 512 || tid == INV || cells.is_empty() {
             return false;
         }
-        let max_key = self.max_key_len(ps);
-        let Ok(b) = Self::base_version(Some(pgno), base, tid) else {
+        let Some(b) = self.parsed_base(pgno, base, tid, INTERIOR, sc) else {
             return false;
         };
-        if b.kind != INTERIOR || parse(pgno, base, &b, max_key, &mut sc.spans, false).is_err() {
-            return false;
-        }
         // An interior cell ends with its child (`node::cell`).
         let child_of = |sp: &Span| be32(base, sp.off + sp.len - 4);
         let (mut live, mut sum) = (0, 0u32);
@@ -2032,13 +2070,7 @@ impl MvbtFormat {
         let Some(j) = found else {
             return false;
         };
-        // Nothing is added: a decline is never for room (the layout
-        // decides), whatever `patch_write` noted.
-        let done = self
-            .patch_write(pgno, base, b, Some(j), &[], 0, ctx, out, sc)
-            .is_some();
-        sc.no_room = false;
-        done
+        self.end_one(pgno, base, b, j, ctx, out, sc)
     }
 
     /// A leaf `node` that is the committed version of `base` (verified
@@ -2115,13 +2147,9 @@ impl MvbtFormat {
             }
             node_sum = node_sum.wrapping_add(key_prefix(&c.key));
         }
-        let max_key = self.max_key_len(ps);
-        let Ok(b) = Self::base_version(Some(pgno), base, tid) else {
+        let Some(b) = self.parsed_base(pgno, base, tid, LEAF, sc) else {
             return false;
         };
-        if b.kind != LEAF || parse(pgno, base, &b, max_key, &mut sc.spans, false).is_err() {
-            return false;
-        }
         let (mut live, mut sum) = (0, 0u64);
         for sp in &sc.spans {
             if sp.start >= tid || (sp.end != INV && sp.end >= tid) {
@@ -2159,13 +2187,7 @@ impl MvbtFormat {
             },
             "the removed cell's key is in the node, page {pgno}"
         );
-        // Nothing is added: a decline is never for room (the layout
-        // decides), whatever `patch_write` noted.
-        let done = self
-            .patch_write(pgno, base, b, Some(j), &[], 0, ctx, out, sc)
-            .is_some();
-        sc.no_room = false;
-        done
+        self.end_one(pgno, base, b, j, ctx, out, sc)
     }
 
     /// Set the ends of the members of every valid version for which
