@@ -1128,7 +1128,17 @@ fn modify<P: PageWrite + ?Sized>(
                 // cells, or it splits.
                 let (mut cells, right) = (cells.clone(), *right);
                 let appended = idx == cells.len();
-                match spread(p, &mut cells, right, idx, ov.node, order)? {
+                // An append at the end of the rightmost leaf splits
+                // without sharing (nor does SQLite's `balance_quick`):
+                // sharing would fill the left sibling to its last byte,
+                // and every later update of its cells would overflow
+                // it, where the split keeps the format's slack there.
+                let quick = appended && ov.appended && ov.node.is_leaf();
+                let shared = match quick {
+                    true => Some(ov.node),
+                    false => spread(p, &mut cells, right, idx, ov.node, order)?,
+                };
+                match shared {
                     None => {
                         let node = Node::Interior { cells, right };
                         let placed = store(p, pgno, node, appended, depth == 0, cfg, order)?;
@@ -1188,13 +1198,31 @@ fn modify<P: PageWrite + ?Sized>(
             if moved {
                 absorb(&mut cells, &mut right, idx, placed);
             }
-            let rebalanced =
-                may_rebalance && rebalance(p, &mut cells, &mut right, idx, cfg, order)?;
-            if !moved && !rebalanced {
+            let rebalanced = match may_rebalance {
+                true => rebalance(p, &mut cells, &mut right, idx, cfg, order)?,
+                false => Rebalanced::No,
+            };
+            if !moved && rebalanced == Rebalanced::No {
                 return Ok((existed, Placed::at(pgno)));
             }
             let node = Node::Interior { cells, right };
-            let placed = if rebalanced {
+            let placed = if let (false, Rebalanced::Dropped(j)) = (moved, rebalanced) {
+                // Only separator `j` and its child went (merged into the
+                // next child): the pager may patch this node.
+                let change = LeafChange::Dropped(j);
+                let rest = p.put_changed(pgno, node, change, true)?;
+                let placed = place(
+                    p,
+                    pgno,
+                    rest,
+                    Append::from(appended),
+                    depth == 0,
+                    cfg,
+                    order,
+                )?;
+                note_in_place(p, pgno, &placed, change);
+                placed
+            } else if rebalanced != Rebalanced::No {
                 store(p, pgno, node, appended, depth == 0, cfg, order)?
             } else {
                 // One child moved (and split, maybe): the pager may patch
@@ -1314,8 +1342,20 @@ fn underflows<P: PageWrite + ?Sized>(
     Ok((empty_leaf || (underflow && (cfg.merge || cfg.redistribute))).then_some(empty_leaf))
 }
 
+/// What [`rebalance`] did to the parent's cells.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rebalanced {
+    /// Nothing.
+    No,
+    /// Cell `j` (a separator and its child) went, and nothing else
+    /// changed: [`LeafChange::Dropped`].
+    Dropped(usize),
+    /// Separators or children changed otherwise.
+    Changed,
+}
+
 /// After a delete below child `idx`, merge or redistribute it with a
-/// sibling if it underflows. Returns true if the parent changed.
+/// sibling if it underflows.
 fn rebalance<P: PageWrite + ?Sized>(
     p: &mut P,
     cells: &mut Vec<InteriorCell>,
@@ -1323,9 +1363,9 @@ fn rebalance<P: PageWrite + ?Sized>(
     idx: usize,
     cfg: &TreeConfig,
     order: &dyn KeyOrder,
-) -> Result<bool> {
+) -> Result<Rebalanced> {
     let Some(empty_leaf) = underflows(p, cells, *right, idx, cfg, order)? else {
-        return Ok(false);
+        return Ok(Rebalanced::No);
     };
     // Pair (j, j + 1) with separator cells[j].key.
     let j = if idx > 0 { idx - 1 } else { 0 };
@@ -1342,7 +1382,7 @@ fn rebalance<P: PageWrite + ?Sized>(
             Some(c) => c.child = a,
             None => *right = a,
         }
-        return Ok(true);
+        return Ok(Rebalanced::Changed);
     }
     let (an, bn) = ((*p.node(a, order)?).clone(), (*p.node(b, order)?).clone());
     let sep = cells[j].key.clone();
@@ -1372,8 +1412,24 @@ fn rebalance<P: PageWrite + ?Sized>(
         _ => return Err(corrupt(a, "siblings at different depths")),
     };
     if cfg.merge || empty_leaf {
-        // Merge into `a`, or into a new page when `a` cannot take it in
-        // place (in-page formats keep `a`'s committed version).
+        // Merge into `b` when it takes the cells in place: the parent then
+        // loses only cell j, `a` with it (a change the pager may patch,
+        // where any other rewrites every cell of the parent). Else into
+        // `a`, else into a new page (in-page formats keep a page's
+        // committed version: it takes the other's cells only into its
+        // free room).
+        if p.fits(b, &merged)? {
+            // An empty leaf `a` leaves `b` as it stands.
+            if !matches!(&an, Node::Leaf(c) if c.is_empty()) {
+                p.put_node(b, merged)?;
+            }
+            give_back(p, a, cfg)?;
+            let gone = cells.remove(j);
+            if an.is_leaf() {
+                free_key(p, &gone.key)?;
+            }
+            return Ok(Rebalanced::Dropped(j));
+        }
         let target = if p.fits(a, &merged)? {
             Some(a)
         } else if p.fits_fresh(&merged) {
@@ -1398,11 +1454,11 @@ fn rebalance<P: PageWrite + ?Sized>(
             } else {
                 *right = t;
             }
-            return Ok(true);
+            return Ok(Rebalanced::Changed);
         }
     }
     if !cfg.redistribute {
-        return Ok(false);
+        return Ok(Rebalanced::No);
     }
     let f = p.format();
     let (left, new_right, new_sep) = match merged {
@@ -1413,7 +1469,7 @@ fn rebalance<P: PageWrite + ?Sized>(
             let s = separator(&all.last().expect("left").key, &r[0].key, order);
             (Node::Leaf(all), Node::Leaf(r), s)
         }
-        Node::Interior { cells: all, .. } if all.len() < 3 => return Ok(false),
+        Node::Interior { cells: all, .. } if all.len() < 3 => return Ok(Rebalanced::No),
         Node::Interior {
             cells: mut all,
             right: rr,
@@ -1436,7 +1492,7 @@ fn rebalance<P: PageWrite + ?Sized>(
         }
     };
     if !p.fits(a, &left)? || !p.fits(b, &new_right)? {
-        return Ok(false);
+        return Ok(Rebalanced::No);
     }
     let leaf = left.is_leaf();
     p.put_node(a, left)?;
@@ -1449,5 +1505,5 @@ fn rebalance<P: PageWrite + ?Sized>(
     } else {
         cells[j].key = new_sep;
     }
-    Ok(true)
+    Ok(Rebalanced::Changed)
 }

@@ -212,8 +212,9 @@ pub enum LeafChange {
     /// ones, in order.
     Split(usize),
     /// Interior: the committed cell `i` (a separator and its child, never
-    /// the right child) is gone, its child emptied and dropped; the other
-    /// cells and the right child are the committed ones, in order.
+    /// the right child) is gone, its child emptied and dropped, or merged
+    /// into the next child (whose page took its cells); the other cells
+    /// and the right child are the committed ones, in order.
     Dropped(usize),
 }
 

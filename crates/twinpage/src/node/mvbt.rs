@@ -2010,13 +2010,14 @@ impl MvbtFormat {
 
     /// [`MvbtFormat::patch_interior`] for [`LeafChange::Dropped`]: the
     /// interior node `cells`/`right` is the committed version of `base`
-    /// with one separator cell gone (its child emptied and dropped). The
-    /// live cell that ends at T is the one whose child the node no longer
-    /// names: the live cells' children (the rightmost child's cell
-    /// included) sum, mod 2^32, to the node's plus that one. Nothing is
-    /// added, so the write always has room. False declines: no live cell,
-    /// or two, with that child, the rightmost child's cell, counts that do
-    /// not fit, an end or start a later transaction wrote.
+    /// with one separator cell gone (its child emptied and dropped, or
+    /// merged into the next child). The live cell that ends at T is the
+    /// one whose child the node no longer names: the live cells' children
+    /// (the rightmost child's cell included) sum, mod 2^32, to the node's
+    /// plus that one. Nothing is added, so the write always has room.
+    /// False declines: no live cell, or two, with that child, the
+    /// rightmost child's cell, counts that do not fit, an end or start a
+    /// later transaction wrote.
     #[allow(clippy::too_many_arguments)]
     fn patch_dropped(
         &self,
@@ -2388,8 +2389,15 @@ impl NodeFormat for MvbtFormat {
     }
 
     fn append_split_slack(&self) -> usize {
-        // An update of a cell on the left page adds a cell there.
-        1
+        // An update of a cell on the left page adds a cell there, and the
+        // next one another: the cell the first ended is dropped from the
+        // second's version, but its bytes stay the base's until that
+        // commits (byte-preserving writes). LS-MVBT keeps that second
+        // cell's room anyway (its reserved buffer).
+        match self.reserve {
+            true => 1,
+            false => 2,
+        }
     }
 
     fn raw_reserved(&self) -> usize {
