@@ -1176,9 +1176,8 @@ fn modify<P: PageWrite + ?Sized>(
                     cells,
                     right: *right,
                 };
-                let rest = p.put_changed(pgno, node, change, true)?;
-                let placed = place(p, pgno, rest, Append::No, depth == 0, cfg, order)?;
-                note_in_place(p, pgno, &placed, change);
+                let placed =
+                    put_hinted(p, pgno, node, change, true, Append::No, depth, cfg, order)?;
                 return Ok((existed, placed));
             }
             if !moved && !may_rebalance {
@@ -1210,18 +1209,7 @@ fn modify<P: PageWrite + ?Sized>(
                 // Only separator `j` and its child went (merged into the
                 // next child): the pager may patch this node.
                 let change = LeafChange::Dropped(j);
-                let rest = p.put_changed(pgno, node, change, true)?;
-                let placed = place(
-                    p,
-                    pgno,
-                    rest,
-                    Append::from(appended),
-                    depth == 0,
-                    cfg,
-                    order,
-                )?;
-                note_in_place(p, pgno, &placed, change);
-                placed
+                put_hinted(p, pgno, node, change, true, Append::No, depth, cfg, order)?
             } else if rebalanced != Rebalanced::No {
                 store(p, pgno, node, appended, depth == 0, cfg, order)?
             } else {
@@ -1229,11 +1217,8 @@ fn modify<P: PageWrite + ?Sized>(
                 // the committed page instead of encoding every cell. A moved
                 // child takes no more room.
                 let no_larger = !split;
-                let rest = p.put_changed(pgno, node, change, no_larger)?;
                 let append = Append::from(appended);
-                let placed = place(p, pgno, rest, append, depth == 0, cfg, order)?;
-                note_in_place(p, pgno, &placed, change);
-                placed
+                put_hinted(p, pgno, node, change, no_larger, append, depth, cfg, order)?
             };
             Ok((existed, placed))
         }
@@ -1261,10 +1246,9 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_value(p, &old)?;
             p.discard_value(old);
             let last = i + 1 == cells.len();
-            let change = LeafChange::Value(i);
-            let rest = p.put_changed(pgno, Node::Leaf(cells), change, no_larger)?;
-            let placed = place(p, pgno, rest, Append::from(last), depth == 0, cfg, order)?;
-            note_in_place(p, pgno, &placed, change);
+            let (node, change) = (Node::Leaf(cells), LeafChange::Value(i));
+            let append = Append::from(last);
+            let placed = put_hinted(p, pgno, node, change, no_larger, append, depth, cfg, order)?;
             Ok((true, placed))
         }
         (Op::Put(v), Err(i)) => {
@@ -1284,10 +1268,8 @@ fn modify_leaf<P: PageWrite + ?Sized>(
                     value: v.take().expect("value consumed once"),
                 },
             );
-            let change = LeafChange::Inserted(i);
-            let rest = p.put_changed(pgno, Node::Leaf(cells), change, false)?;
-            let placed = place(p, pgno, rest, appended, depth == 0, cfg, order)?;
-            note_in_place(p, pgno, &placed, change);
+            let (node, change) = (Node::Leaf(cells), LeafChange::Inserted(i));
+            let placed = put_hinted(p, pgno, node, change, false, appended, depth, cfg, order)?;
             Ok((false, placed))
         }
         (Op::Delete, Ok(i)) => {
@@ -1296,29 +1278,40 @@ fn modify_leaf<P: PageWrite + ?Sized>(
             free_key(p, &c.key)?;
             free_value(p, &c.value)?;
             p.discard_value(c.value);
-            let change = LeafChange::Removed(i);
-            let rest = p.put_changed(pgno, Node::Leaf(cells), change, true)?;
-            let placed = place(p, pgno, rest, Append::No, depth == 0, cfg, order)?;
             // A merge or redistribution that follows puts the page again
             // (or frees it), which ends the hint.
-            note_in_place(p, pgno, &placed, change);
+            let (node, change) = (Node::Leaf(cells), LeafChange::Removed(i));
+            let placed = put_hinted(p, pgno, node, change, true, Append::No, depth, cfg, order)?;
             Ok((true, placed))
         }
         (Op::Delete, Err(_)) => Ok((false, Placed::at(pgno))),
     }
 }
 
-/// Tell the pager the leaf stayed at `pgno` whole, one `change` away from
-/// the node it read ([`PageWrite::note_change`]).
-fn note_in_place<P: PageWrite + ?Sized>(
+/// Put `node` at `pgno` as the node the tree read there, one `change`
+/// away (the pager may patch the committed page: [`PageWrite::put_changed`];
+/// `no_larger`: the node takes no more room than that one), then move or
+/// split what did not fit there, and note the change if it stayed whole.
+#[allow(clippy::too_many_arguments)]
+fn put_hinted<P: PageWrite + ?Sized>(
     p: &mut P,
     pgno: Pgno,
-    placed: &Placed,
+    node: Node,
     change: LeafChange,
-) {
+    no_larger: bool,
+    append: Append,
+    depth: usize,
+    cfg: &TreeConfig,
+    order: &dyn KeyOrder,
+) -> Result<Placed> {
+    let rest = p.put_changed(pgno, node, change, no_larger)?;
+    let placed = place(p, pgno, rest, append, depth == 0, cfg, order)?;
+    // The node stayed at `pgno` whole: the pager learns it is one
+    // `change` away from the node the tree read ([`PageWrite::note_change`]).
     if placed.first == pgno && placed.split.is_none() {
         p.note_change(pgno, change);
     }
+    Ok(placed)
 }
 
 /// Whether child `idx` underflows after a delete so that [`rebalance`]
